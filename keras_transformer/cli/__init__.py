@@ -1,0 +1,1 @@
+"""absl-flags entry points. Each main is thin: flags -> recipe -> one library call."""

@@ -1,0 +1,60 @@
+"""Flags and helpers shared by the entry points."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_recipe_flag(default: str = "tiny") -> None:
+    flags.DEFINE_string("recipe", default, "Recipe name (see `recipes/`), e.g. tiny, base, big, multi30k.")
+
+
+def define_data_dir_flag() -> None:
+    flags.DEFINE_string(
+        "data_dir",
+        None,
+        "Directory holding the corpora (default: $KT_DATA_DIR, else ../shared/data next to the repository).",
+    )
+
+
+def run(main) -> None:
+    """``app.run(main)`` with TensorFlow's devices initialised quietly first."""
+    from keras_transformer.runtime import init_devices
+
+    init_devices()
+    app.run(main)
+
+
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's and absl's chatter out of normal output."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    try:
+        import tensorflow as tf
+
+        tf.get_logger().setLevel(logging.ERROR)
+        tf.autograph.set_verbosity(0)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def load_recipe(name: str):
+    """Return the named recipe, or exit with one line naming the flag."""
+    import recipes
+
+    try:
+        return recipes.get(name)
+    except ValueError as e:
+        fail(str(e))
+
+
+def fail(message: str) -> None:
+    """Exit non-zero with one clear line (the message names the flag or file)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,201 @@
+"""Typed, frozen configuration for every stage of the pipeline.
+
+A recipe (``recipes/``) is one :class:`Recipe`; a variant is
+``dataclasses.replace(base, ...)``. Every config validates itself in
+``__post_init__`` and names the offending field in its error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Optional, Tuple
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise ValueError(f"{field}: {message}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The architecture (§3, Table 3). Symbols follow the paper."""
+
+    vocab_size: int = 37000  # shared source/target BPE vocabulary (§5.1)
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8  # h
+    num_encoder_layers: int = 6  # N
+    num_decoder_layers: int = 6  # N
+    d_k: Optional[int] = None  # per-head query/key size; None -> d_model / h (§3.2.2)
+    d_v: Optional[int] = None  # per-head value size; None -> d_model / h
+    dropout: float = 0.1  # P_drop (§5.4): sub-layer outputs and embedding sums
+    attention_dropout: float = 0.0  # on attention weights; not in the paper
+    relu_dropout: float = 0.0  # inside the FFN; not in the paper
+    positional: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 row E)
+    max_length: int = 1024  # longest position the model can embed
+    norm: str = "post"  # "post" as in §3.1; "pre" is a departure (pre-LN)
+    layer_norm_epsilon: float = 1e-6  # not given in the paper
+
+    def __post_init__(self):
+        _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
+        _require(self.d_model > 0, "d_model", f"must be positive, got {self.d_model}")
+        _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
+        _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
+        _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")
+        _require(self.num_decoder_layers > 0, "num_decoder_layers", "must be positive")
+        if self.d_k is None or self.d_v is None:
+            _require(
+                self.d_model % self.num_heads == 0,
+                "num_heads",
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}",
+            )
+        for name in ("d_k", "d_v"):
+            value = getattr(self, name)
+            _require(value is None or value > 0, name, f"must be positive, got {value}")
+        for name in ("dropout", "attention_dropout", "relu_dropout"):
+            value = getattr(self, name)
+            _require(0.0 <= value < 1.0, name, f"must be in [0, 1), got {value}")
+        _require(
+            self.positional in ("sinusoidal", "learned"),
+            "positional",
+            f"must be 'sinusoidal' or 'learned', got {self.positional!r}",
+        )
+        _require(self.norm in ("post", "pre"), "norm", f"must be 'post' or 'pre', got {self.norm!r}")
+        _require(self.max_length > 0, "max_length", "must be positive")
+
+    @property
+    def key_dim(self) -> int:
+        return self.d_k if self.d_k is not None else self.d_model // self.num_heads
+
+    @property
+    def value_dim(self) -> int:
+        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Corpora, tokenizer and batching (§5.1)."""
+
+    corpus: str = "multi30k"  # "multi30k", "wmt14", "wmt_t2t", or "text" (local files)
+    source_lang: str = "en"
+    target_lang: str = "de"
+    train_split: str = "train"
+    eval_split: str = "val"
+    test_split: str = "test_2016_flickr"
+    # Local parallel text for corpus="text": file prefixes; "<prefix>.<lang>[.gz]".
+    train_prefix: Optional[str] = None
+    eval_prefix: Optional[str] = None
+    max_length: int = 256  # pairs with more subword tokens (incl. EOS) on a side are dropped
+    tokens_per_batch: int = 25000  # per side, per replica (§5.1: ~25000 source + 25000 target)
+    bucket_boundaries: Optional[Tuple[int, ...]] = None  # None -> geometric, derived from max_length
+    shuffle_buffer: int = 20000
+    seed: int = 1
+    tokenizer_sample_lines: int = 2_000_000  # lines of training text sampled for SentencePiece
+
+    def __post_init__(self):
+        _require(
+            self.corpus in ("multi30k", "wmt14", "wmt_t2t", "text"),
+            "corpus",
+            f"unknown corpus {self.corpus!r}; expected multi30k, wmt14, wmt_t2t or text",
+        )
+        _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
+        _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
+        _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")
+        if self.bucket_boundaries is not None:
+            b = tuple(self.bucket_boundaries)
+            _require(
+                all(x < y for x, y in zip(b, b[1:])) and b and b[0] > 0,
+                "bucket_boundaries",
+                f"must be positive and strictly increasing, got {b}",
+            )
+            _require(b[-1] <= self.max_length, "bucket_boundaries", "last boundary exceeds max_length")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation (§5.3) and regularisation (§5.4)."""
+
+    train_steps: int = 100_000  # base model: 100K steps (§5.2)
+    warmup_steps: int = 4000  # Eq. 3
+    learning_rate_scale: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.98
+    adam_epsilon: float = 1e-9
+    label_smoothing: float = 0.1  # ε_ls (§5.4)
+    gradient_accumulation_steps: int = 1
+    steps_per_epoch: int = 1000  # Keras epochs are just a logging/validation cadence
+    checkpoint_every: int = 1000  # steps
+    keep_checkpoints: int = 5  # §6.1 averages the last 5
+    eval_batches: int = 50  # validation batches per epoch; 0 -> whole eval split
+    mixed_precision: bool = False
+    jit_compile: bool = False
+    seed: int = 1
+
+    def __post_init__(self):
+        _require(self.train_steps > 0, "train_steps", f"must be positive, got {self.train_steps}")
+        _require(self.warmup_steps > 0, "warmup_steps", f"must be positive, got {self.warmup_steps}")
+        _require(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
+        _require(0.0 <= self.label_smoothing < 1.0, "label_smoothing", "must be in [0, 1)")
+        _require(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "must be >= 1")
+        _require(self.steps_per_epoch > 0, "steps_per_epoch", "must be positive")
+        _require(self.checkpoint_every > 0, "checkpoint_every", "must be positive")
+        _require(self.keep_checkpoints > 0, "keep_checkpoints", "must be positive")
+        _require(self.eval_batches >= 0, "eval_batches", "must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    """Inference (§6.1): beam 4, α = 0.6, max length = input + 50."""
+
+    beam_size: int = 4
+    alpha: float = 0.6  # length penalty ((5+|Y|)/6)^α (Wu et al., 2016)
+    extra_length: int = 50
+    average_checkpoints: int = 5
+
+    def __post_init__(self):
+        _require(self.beam_size >= 1, "beam_size", f"must be >= 1, got {self.beam_size}")
+        _require(self.alpha >= 0.0, "alpha", f"must be >= 0, got {self.alpha}")
+        _require(self.extra_length >= 0, "extra_length", "must be >= 0")
+        _require(self.average_checkpoints >= 1, "average_checkpoints", "must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Everything needed to reproduce one experiment."""
+
+    name: str
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+    description: str = ""
+
+    def __post_init__(self):
+        _require(bool(self.name), "name", "must be non-empty")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Recipe":
+        data = dict(d["data"])
+        if data.get("bucket_boundaries") is not None:
+            data["bucket_boundaries"] = tuple(data["bucket_boundaries"])
+        return cls(
+            name=d["name"],
+            model=ModelConfig(**d["model"]),
+            data=DataConfig(**data),
+            train=TrainConfig(**d["train"]),
+            decode=DecodeConfig(**d["decode"]),
+            description=d.get("description", ""),
+        )
+
+
+def override(config: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` that drops ``None`` values (unset flags)."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return dataclasses.replace(config, **changes) if changes else config

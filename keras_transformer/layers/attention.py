@@ -1,0 +1,123 @@
+"""Scaled dot-product attention (§3.2.1, Eq. 1) and multi-head attention (§3.2.2).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                    (Eq. 1)
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Masks are explicit boolean tensors broadcastable to [B, H, T, S], True where a
+query may attend to a key (see ``masks.py``). The incremental key/value cache
+used for decoding is a fixed-size buffer [B, H, T_max, d_k] written one
+position per step, so its shape never changes inside a ``tf.while_loop``.
+"""
+
+from __future__ import annotations
+
+
+import keras
+from keras import ops
+
+# Large negative logit for masked positions; finite so fully masked rows stay NaN-free.
+_MASKED_LOGIT = -1e9
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=None):
+    """Eq. 1. q [B, H, T, d_k], k [B, H, S, d_k], v [B, H, S, d_v] -> ([B, H, T, d_v], [B, H, T, S])."""
+    d_k = ops.shape(q)[-1]
+    logits = ops.einsum("bhtd,bhsd->bhts", q, k) / ops.sqrt(ops.cast(d_k, q.dtype))  # [B, H, T, S]
+    logits = ops.cast(logits, "float32")  # softmax in float32, also under mixed precision
+    if mask is not None:
+        logits = ops.where(mask, logits, _MASKED_LOGIT)
+    weights = ops.softmax(logits, axis=-1)  # [B, H, T, S]
+    weights = ops.cast(weights, v.dtype)
+    if dropout is not None:
+        weights = dropout(weights, training=training)
+    return ops.einsum("bhts,bhsd->bhtd", weights, v), weights  # [B, H, T, d_v]
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """§3.2.2 with h heads; d_k = d_v = d_model / h unless given (Table 3 row B).
+
+    Public paths, each with one return signature:
+      ``call(query, memory, mask)``            -> [B, T, D]
+      ``project_key_value(memory)``            -> (k [B, H, S, d_k], v [B, H, S, d_v])
+      ``attend(query, k, v, mask)``            -> [B, T, D]   (precomputed keys/values)
+      ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
+      ``write_cache(cache_k, cache_v, x, step)`` -> (k, v) with position ``step`` filled
+    """
+
+    def __init__(self, d_model, num_heads, d_k=None, d_v=None, attention_dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_k = d_k if d_k is not None else d_model // num_heads
+        self.d_v = d_v if d_v is not None else d_model // num_heads
+        self.attention_dropout = attention_dropout
+        dense = dict(kernel_initializer="glorot_uniform", dtype=self.dtype_policy)
+        # W^Q, W^K in R^{d_model x h d_k}; W^V in R^{d_model x h d_v}; W^O in R^{h d_v x d_model}.
+        self.query_dense = keras.layers.Dense(num_heads * self.d_k, name="query", **dense)
+        self.key_dense = keras.layers.Dense(num_heads * self.d_k, name="key", **dense)
+        self.value_dense = keras.layers.Dense(num_heads * self.d_v, name="value", **dense)
+        self.output_dense = keras.layers.Dense(d_model, name="output", **dense)
+        self.dropout = keras.layers.Dropout(attention_dropout) if attention_dropout > 0 else None
+
+    def build(self, query_shape, memory_shape=None, mask_shape=None):
+        memory_shape = memory_shape or query_shape
+        self.query_dense.build(query_shape)
+        self.key_dense.build(memory_shape)
+        self.value_dense.build(memory_shape)
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.d_v,))
+        self.built = True
+
+    def _split_heads(self, x, depth):
+        b, n = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (b, n, self.num_heads, depth))  # [B, N, H, depth]
+        return ops.transpose(x, (0, 2, 1, 3))  # [B, H, N, depth]
+
+    def _merge_heads(self, x):
+        b, n = ops.shape(x)[0], ops.shape(x)[2]
+        x = ops.transpose(x, (0, 2, 1, 3))  # [B, T, H, d_v]
+        return ops.reshape(x, (b, n, self.num_heads * self.d_v))  # [B, T, H d_v]
+
+    def project_key_value(self, memory):
+        k = self._split_heads(self.key_dense(memory), self.d_k)  # [B, H, S, d_k]
+        v = self._split_heads(self.value_dense(memory), self.d_v)  # [B, H, S, d_v]
+        return k, v
+
+    def attend(self, query, k, v, mask=None, training=None):
+        q = self._split_heads(self.query_dense(query), self.d_k)  # [B, H, T, d_k]
+        heads, _ = scaled_dot_product_attention(q, k, v, mask, self.dropout, training)
+        return self.output_dense(self._merge_heads(heads))  # [B, T, D]
+
+    def call(self, query, memory, mask=None, training=None):
+        k, v = self.project_key_value(memory)
+        return self.attend(query, k, v, mask, training)
+
+    def attention_weights(self, query, memory, mask=None):
+        q = self._split_heads(self.query_dense(query), self.d_k)
+        k, v = self.project_key_value(memory)
+        _, weights = scaled_dot_product_attention(q, k, v, mask)
+        return weights  # [B, H, T, S]
+
+    def write_cache(self, cache_k, cache_v, x, step):
+        """Project the new token x [B, 1, D] and write it at position ``step``.
+
+        cache_k [B, H, T_max, d_k], cache_v [B, H, T_max, d_v]; step is a scalar.
+        The write is a one-hot blend, so shapes stay fixed and no XLA-only op is needed.
+        """
+        k, v = self.project_key_value(x)  # [B, H, 1, d_k], [B, H, 1, d_v]
+        t_max = ops.shape(cache_k)[2]
+        at_step = ops.cast(ops.equal(ops.arange(t_max), step), cache_k.dtype)
+        at_step = ops.reshape(at_step, (1, 1, t_max, 1))  # [1, 1, T_max, 1]
+        return cache_k * (1 - at_step) + k * at_step, cache_v * (1 - at_step) + v * at_step
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            attention_dropout=self.attention_dropout,
+        )
+        return config

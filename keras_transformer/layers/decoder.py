@@ -1,0 +1,82 @@
+"""The decoder (§3.1): N layers of masked self-attention, encoder-decoder attention and FFN.
+
+Besides the full (teacher-forced) pass, ``step`` runs one target position at a
+time against a key/value cache: the decoder's self-attention keys/values are
+written into fixed-size buffers, and the encoder-decoder keys/values are
+computed once from the memory (``init_cache``).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.encoder import _Block, _Stack
+from keras_transformer.layers.masks import cache_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(_Block):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.cross_attention = self._attention("cross_attention")
+        self.ffn = self._ffn()
+        self.self_attention_residual = self._sublayer("self_attention_residual")
+        self.cross_attention_residual = self._sublayer("cross_attention_residual")
+        self.ffn_residual = self._sublayer("ffn_residual")
+
+    def call(self, y, memory, self_mask, memory_mask, training=None):
+        """y [B, T, D], memory [B, S, D], self_mask [B, 1, T, T], memory_mask [B, 1, 1, S] -> [B, T, D]."""
+        y = self.self_attention_residual(y, sublayer_fn=lambda h: self.self_attention(h, h, self_mask, training=training), training=training)
+        y = self.cross_attention_residual(
+            y, sublayer_fn=lambda h: self.cross_attention(h, memory, memory_mask, training=training), training=training)
+        return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
+
+    def step(self, y, cache, step, memory_mask):
+        """One position. y [B, 1, D]; cache holds k, v [B, H, T_max, d] and memory_k, memory_v [B, H, S, d]."""
+        new = dict(cache)
+
+        def self_attend(h):
+            new["k"], new["v"] = self.self_attention.write_cache(cache["k"], cache["v"], h, step)
+            mask = cache_mask(step, ops.shape(cache["k"])[2])  # [1, 1, 1, T_max]
+            return self.self_attention.attend(h, new["k"], new["v"], mask)
+
+        y = self.self_attention_residual(y, sublayer_fn=self_attend)
+        y = self.cross_attention_residual(
+            y, sublayer_fn=lambda h: self.cross_attention.attend(h, cache["memory_k"], cache["memory_v"], memory_mask))
+        return self.ffn_residual(y, sublayer_fn=self.ffn), new
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Decoder(_Stack):
+    layer_class = DecoderLayer
+
+    def call(self, y, memory, self_mask, memory_mask, training=None):
+        """y [B, T, D] (embedded shifted target) -> [B, T, D]."""
+        for layer in self.layers_:
+            y = layer(y, memory, self_mask, memory_mask, training=training)
+        return self._finish(y)
+
+    def init_cache(self, memory, max_length):
+        """A list (one per layer) of dicts of tensors; self-attention buffers start at zero."""
+        cache = []
+        b = ops.shape(memory)[0]
+        for layer in self.layers_:
+            attn = layer.self_attention
+            memory_k, memory_v = layer.cross_attention.project_key_value(memory)  # [B, H, S, d_k], [B, H, S, d_v]
+            cache.append({
+                "k": ops.zeros((b, attn.num_heads, max_length, attn.d_k), dtype=memory_k.dtype),  # [B, H, T_max, d_k]
+                "v": ops.zeros((b, attn.num_heads, max_length, attn.d_v), dtype=memory_v.dtype),  # [B, H, T_max, d_v]
+                "memory_k": memory_k,
+                "memory_v": memory_v,
+            })
+        return cache
+
+    def step(self, y, cache, step, memory_mask):
+        """y [B, 1, D] at position ``step`` -> ([B, 1, D], updated cache)."""
+        new_cache = []
+        for layer, layer_cache in zip(self.layers_, cache):
+            y, layer_cache = layer.step(y, layer_cache, step, memory_mask)
+            new_cache.append(layer_cache)
+        return self._finish(y), new_cache

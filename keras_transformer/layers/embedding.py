@@ -1,0 +1,43 @@
+"""Shared embedding tied to the pre-softmax projection (§3.4).
+
+"We share the same weight matrix between the two embedding layers and the
+pre-softmax linear transformation ... In the embedding layers, we multiply
+those weights by sqrt(d_model)."
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """E in R^{V x D}. ``call(ids)`` -> E[ids] * sqrt(D); ``logits(x)`` -> x E^T (no bias)."""
+
+    def __init__(self, vocab_size, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+
+    def build(self, ids_shape=None):
+        # std d_model^-0.5, so that E * sqrt(d_model) has unit scale (as in tensor2tensor).
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
+        self.built = True
+
+    def call(self, ids):
+        x = ops.take(self.embeddings, ids, axis=0)  # [B, N, D]
+        return x * ops.cast(self.d_model**0.5, x.dtype)
+
+    def logits(self, x):
+        """x [B, T, D] -> [B, T, V], the pre-softmax linear transformation with E^T."""
+        return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+        return config

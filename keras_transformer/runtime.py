@@ -1,0 +1,57 @@
+"""TensorFlow process set-up: quiet start-up, device initialisation.
+
+TensorFlow 2.21 writes INFO lines (oneDNN, CUDA probing) through C++ logging
+before ``absl::InitializeLog`` runs, ignoring ``TF_CPP_MIN_LOG_LEVEL``. We
+import TensorFlow and initialise its devices once with the process's stderr
+file descriptor pointed at /dev/null, then restore it. Python exceptions are
+unaffected (they are raised after stderr is restored). Set
+``KT_VERBOSE_TF=1`` to see everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+
+
+@contextlib.contextmanager
+def _stderr_to_devnull():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def import_tensorflow_quietly() -> None:
+    if os.environ.get("KT_VERBOSE_TF") or "tensorflow" in sys.modules:
+        return
+    with _stderr_to_devnull():
+        import tensorflow as tf
+
+        del tf
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
+
+def init_devices(cpu_devices: int = 0) -> None:
+    """Initialise TensorFlow's devices (quietly), optionally splitting the CPU.
+
+    ``cpu_devices`` > 1 creates that many logical CPU devices, so a
+    ``MirroredStrategy`` can run several replicas on one CPU (tests, and
+    data-parallel equivalence checks). Must run before any op executes.
+    """
+    import tensorflow as tf
+
+    context = contextlib.nullcontext() if os.environ.get("KT_VERBOSE_TF") else _stderr_to_devnull()
+    with context:
+        if cpu_devices > 1:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
+        tf.config.list_logical_devices()

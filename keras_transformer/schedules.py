@@ -1,0 +1,46 @@
+"""The learning-rate schedule of §5.3, Eq. 3, and the paper's Adam settings.
+
+    lrate = d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5)     (Eq. 3)
+
+Keras optimizers call the schedule with their 0-based iteration count while
+applying the update of step ``iterations + 1``; the schedule uses
+``step_num = step + 1``, so the first update uses step_num = 1 as in the paper.
+``scale`` multiplies the whole expression (1.0 is the paper).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step_num = ops.cast(step, "float32") + 1.0
+        return (
+            self.scale
+            * self.d_model**-0.5
+            * ops.minimum(ops.power(step_num, -0.5), step_num * self.warmup_steps**-1.5)
+        )
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def paper_adam(d_model, train_config, **kwargs) -> keras.optimizers.Adam:
+    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3) on the Eq. 3 schedule."""
+    t = train_config
+    return keras.optimizers.Adam(
+        learning_rate=NoamSchedule(d_model, t.warmup_steps, t.learning_rate_scale),
+        beta_1=t.adam_beta_1,
+        beta_2=t.adam_beta_2,
+        epsilon=t.adam_epsilon,
+        gradient_accumulation_steps=t.gradient_accumulation_steps if t.gradient_accumulation_steps > 1 else None,
+        **kwargs,
+    )

@@ -1,0 +1,38 @@
+import dataclasses
+
+import pytest
+
+import recipes
+from keras_transformer.config import DataConfig, ModelConfig, Recipe, TrainConfig
+
+
+@pytest.mark.parametrize("cls,field,value", [
+    (ModelConfig, "num_heads", 7),  # 512 not divisible by 7
+    (ModelConfig, "dropout", 1.5),
+    (ModelConfig, "positional", "rotary"),
+    (DataConfig, "corpus", "nope"),
+    (DataConfig, "tokens_per_batch", 0),
+    (TrainConfig, "train_steps", -1),
+    (TrainConfig, "label_smoothing", 1.0),
+])
+def test_invalid_values_name_the_field(cls, field, value):
+    with pytest.raises(ValueError, match=field):
+        cls(**{field: value})
+
+
+def test_configs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ModelConfig().d_model = 3
+
+
+@pytest.mark.parametrize("name", recipes.names())
+def test_recipe_json_round_trip(name):
+    recipe = recipes.get(name)
+    import json
+
+    assert Recipe.from_dict(json.loads(recipe.to_json())) == recipe
+
+
+def test_unknown_recipe_lists_known_ones():
+    with pytest.raises(ValueError, match="base"):
+        recipes.get("nope")

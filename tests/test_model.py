@@ -1,0 +1,141 @@
+"""The Transformer model: masks, incremental decoding, serialization."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import layers
+from keras_transformer.config import ModelConfig
+from keras_transformer.model import Transformer, build_model
+
+
+def _batch(rng, vocab=100):
+    src = rng.integers(4, vocab, (2, 7))
+    src[1, 5:] = 0
+    tgt = rng.integers(4, vocab, (2, 6))
+    tgt[0, 4:] = 0
+    return src, tgt
+
+
+@pytest.fixture
+def small_config():
+    return ModelConfig(vocab_size=100, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2, num_decoder_layers=2,
+                       dropout=0.1, max_length=32)
+
+
+def test_logits_shape_and_dtype(small_config):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(0))
+    logits = model((src, tgt))
+    assert tuple(logits.shape) == (2, 6, 100) and logits.dtype == "float32"
+
+
+def test_causal_mask_blocks_the_future(small_config):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(1))
+    changed = tgt.copy()
+    changed[:, 3] = 5  # change a later target token
+    a = np.asarray(model((src, tgt)))
+    b = np.asarray(model((src, changed)))
+    np.testing.assert_allclose(a[:, :3], b[:, :3], atol=1e-6)  # positions before 3 are unchanged
+    assert np.abs(a[:, 3:] - b[:, 3:]).max() > 1e-4
+
+
+def test_source_padding_does_not_change_logits(small_config):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(2))
+    padded = np.concatenate([src, np.zeros((2, 4), src.dtype)], axis=1)
+    np.testing.assert_allclose(model((src, tgt)), model((padded, tgt)), atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [{}, {"norm": "pre"}, {"positional": "learned"}, {"d_k": 4, "d_v": 12}])
+def test_cached_incremental_decoding_equals_full_pass(small_config, variant):
+    config = dataclasses.replace(small_config, **variant)
+    model = build_model(config)
+    src, tgt = _batch(np.random.default_rng(3))
+    full = np.asarray(model((src, tgt)))
+    memory = model.encode(src)
+    memory_mask = layers.masks.padding_mask(src)
+    cache = model.init_cache(memory, max_length=10)
+    steps = []
+    for t in range(tgt.shape[1]):
+        logits, cache = model.decode_step(tgt[:, t], t, cache, memory_mask)
+        steps.append(np.asarray(logits))
+    incremental = np.stack(steps, axis=1)
+    np.testing.assert_allclose(incremental[0, :4], full[0, :4], atol=1e-5)  # real positions of row 0
+    np.testing.assert_allclose(incremental[1], full[1], atol=1e-5)
+
+
+def test_tied_embedding_is_the_pre_softmax_projection(small_config):
+    model = build_model(small_config)
+    names = [w.path for w in model.trainable_weights if "embedding" in w.path]
+    assert names == ["transformer/shared_embedding/embeddings"]
+    y = np.random.default_rng(4).normal(size=(1, 1, 16)).astype("float32")
+    np.testing.assert_allclose(model.embedding.logits(y)[0, 0], y[0, 0] @ np.asarray(model.embedding.embeddings).T,
+                               rtol=1e-5)
+
+
+def test_embedding_is_scaled_by_sqrt_d_model(small_config):
+    model = build_model(small_config)
+    np.testing.assert_allclose(model.embedding(np.array([[5]]))[0, 0],
+                               np.asarray(model.embedding.embeddings)[5] * 4.0, rtol=1e-6)
+
+
+def test_dropout_only_in_training(small_config):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(5))
+    np.testing.assert_array_equal(model((src, tgt)), model((src, tgt)))
+    assert np.abs(np.asarray(model((src, tgt), training=True)) - np.asarray(model((src, tgt)))).max() > 1e-4
+
+
+def test_save_and_reload_keras_file(small_config, tmp_path):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(6))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert isinstance(reloaded, Transformer) and reloaded.config == small_config
+    np.testing.assert_array_equal(model((src, tgt)), reloaded((src, tgt)))
+
+
+def test_model_config_round_trip(small_config):
+    model = build_model(small_config)
+    clone = Transformer.from_config(model.get_config())
+    assert clone.config == model.config
+
+
+@pytest.mark.parametrize("layer", [
+    layers.SharedEmbedding(50, 8, name="e"),
+    layers.SinusoidalPositionalEncoding(10, 8, name="p"),
+    layers.PositionwiseFeedForward(8, 16, relu_dropout=0.1, name="f"),
+    layers.SublayerConnection(0.2, "pre", 1e-5, name="s"),
+    layers.EncoderLayer(d_model=8, d_ff=16, num_heads=2, norm="pre", name="el"),
+    layers.DecoderLayer(d_model=8, d_ff=16, num_heads=2, d_k=3, d_v=5, name="dl"),
+    layers.Encoder(num_layers=2, d_model=8, d_ff=16, num_heads=2, name="enc"),
+    layers.Decoder(num_layers=2, d_model=8, d_ff=16, num_heads=2, norm="pre", name="dec"),
+], ids=lambda layer: type(layer).__name__)
+def test_every_layer_config_round_trips(layer):
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+
+
+def test_ffn_is_equation_2():
+    ffn = layers.PositionwiseFeedForward(4, 6)
+    x = np.random.default_rng(7).normal(size=(1, 2, 4)).astype("float32")
+    y = np.asarray(ffn(x))
+    w1, b1 = (np.asarray(w) for w in ffn.inner.weights)
+    w2, b2 = (np.asarray(w) for w in ffn.outer.weights)
+    np.testing.assert_allclose(y, np.maximum(0, x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_maps_shapes(small_config):
+    model = build_model(small_config)
+    src, tgt = _batch(np.random.default_rng(8))
+    maps = model.attention_maps(src, tgt)
+    assert [tuple(m.shape) for m in maps["encoder"]] == [(2, 2, 7, 7)] * 2
+    assert [tuple(m.shape) for m in maps["decoder"]] == [(2, 2, 6, 6)] * 2
+    assert [tuple(m.shape) for m in maps["cross"]] == [(2, 2, 6, 7)] * 2
+    np.testing.assert_allclose(np.asarray(maps["cross"][0]).sum(-1), 1.0, rtol=1e-5)

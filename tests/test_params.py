@@ -1,0 +1,52 @@
+"""Parameter counts of Table 3: built model == closed form, and within 7% of the paper."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+import recipes
+from keras_transformer.model import build_model, count_parameters
+from recipes.table3 import PAPER_PARAMS_MILLIONS
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMS_MILLIONS))
+def test_table3_parameter_counts(name):
+    config = recipes.get(name).model
+    assert config.vocab_size == 37000
+    closed_form = count_parameters(config)
+    assert build_model(config).count_params() == closed_form
+    assert abs(closed_form / 1e6 - PAPER_PARAMS_MILLIONS[name]) / PAPER_PARAMS_MILLIONS[name] < 0.07
+
+
+def test_closed_form_reference_values():
+    assert count_parameters(recipes.get("base").model) == 63_082_496
+    assert count_parameters(recipes.get("big").model) == 214_245_376
+
+
+@pytest.mark.parametrize("variant", [{"positional": "learned"}, {"norm": "pre"}, {"d_k": 16, "d_v": 32}])
+def test_closed_form_covers_options(variant):
+    config = dataclasses.replace(recipes.get("tiny").model, **variant)
+    assert build_model(config).count_params() == count_parameters(config)
+
+
+def test_every_table3_row_is_a_recipe():
+    names = recipes.names()
+    for row in "abcde":
+        assert any(n.startswith(f"table3_{row}_") for n in names)
+
+
+def test_kt_params_prints_the_bare_integer_last():
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=tiny", "--vocab_size=500"],
+                         capture_output=True, text=True, check=True)
+    assert int(out.stdout.strip().splitlines()[-1]) == count_parameters(
+        dataclasses.replace(recipes.get("tiny").model, vocab_size=500))
+    assert out.stderr == ""
+
+
+def test_kt_params_unknown_recipe_is_one_clear_line():
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=nope"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "--recipe" in out.stderr
