@@ -1,19 +1,58 @@
-"""Training: the model, optimizer, loss and metrics under a ``tf.distribute`` strategy."""
+"""Training (§5): the model, Adam on Eq. 3, label smoothing, under a ``tf.distribute`` strategy.
+
+``train(recipe, workdir)`` is the whole job behind ``kt-train``: it writes the
+resolved recipe into the work directory, restores the latest checkpoint if
+there is one (so a killed run resumes where it was), and runs ``model.fit``
+until the optimizer has made ``recipe.train.train_steps`` updates.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import sys
+import time
+from typing import Optional
 
+import keras
+import tensorflow as tf
+from absl import logging
+
+from keras_transformer import callbacks as kt_callbacks
 from keras_transformer.config import Recipe
 from keras_transformer.losses import LabelSmoothedCrossEntropy, Perplexity, SmoothedLoss, TokenAccuracy, TokenNLL
 from keras_transformer.model import Transformer, build_model
 from keras_transformer.schedules import paper_adam
 
+STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
+RECIPE_FILE = "recipe.json"
 
-def compile_model(recipe: Recipe, strategy=None) -> Transformer:
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """``mirrored`` (all local GPUs, or the CPU), ``one_device``, ``multi_worker`` (TF_CONFIG), ``tpu``."""
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable (cluster and task)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"--strategy: unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None) -> Transformer:
     """Build and compile the model of ``recipe`` in the strategy's scope (§5.3, §5.4)."""
-    import tensorflow as tf
-
     strategy = strategy or tf.distribute.get_strategy()
+    if recipe.train.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with strategy.scope():
         model = build_model(recipe.model)
         model.compile(
@@ -22,4 +61,98 @@ def compile_model(recipe: Recipe, strategy=None) -> Transformer:
             metrics=[SmoothedLoss(recipe.train.label_smoothing), TokenNLL(), Perplexity(), TokenAccuracy()],
             jit_compile=recipe.train.jit_compile,
         )
+        model.optimizer.build(model.trainable_variables)
     return model
+
+
+def _is_chief(strategy) -> tuple:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True, 0
+    task_type, task_id = resolver.task_type, resolver.task_id or 0
+    return task_type == "chief" or (task_type == "worker" and task_id == 0), task_id
+
+
+def write_recipe(recipe: Recipe, workdir: str) -> None:
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, RECIPE_FILE), "w") as f:
+        f.write(recipe.to_json() + "\n")
+
+
+def read_recipe(workdir: str) -> Recipe:
+    path = os.path.join(workdir, RECIPE_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no recipe.json; is {workdir} a training work directory?")
+    with open(path) as f:
+        return Recipe.from_dict(json.load(f))
+
+
+def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy_name: str = "mirrored",
+          datasets=None, verbose: Optional[int] = None) -> dict:
+    """Train ``recipe`` into ``workdir``; resumable. Returns a summary dict (steps, losses, timing).
+
+    ``datasets`` = (train, validation) may be given directly (tests); by default
+    they are built from the recipe's corpus with ``keras_transformer.data``.
+    """
+    t = recipe.train
+    strategy = make_strategy(strategy_name)
+    is_chief, task_id = _is_chief(strategy)
+    if is_chief:
+        write_recipe(recipe, workdir)
+    logging.info("Resolved recipe:\n%s", recipe.to_json())
+    keras.utils.set_random_seed(t.seed)
+
+    if datasets is None:
+        from keras_transformer.data import build_datasets
+
+        train_ds, eval_ds, _ = build_datasets(recipe, workdir, data_dir, num_replicas=strategy.num_replicas_in_sync)
+    else:
+        train_ds, eval_ds = datasets
+    if t.eval_batches and eval_ds is not None:
+        eval_ds = eval_ds.take(t.eval_batches)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    train_ds = train_ds.with_options(options)
+
+    model = compile_model(recipe, strategy)
+    state = kt_callbacks.CheckpointState(model, os.path.join(workdir, "checkpoints"), t.keep_checkpoints, is_chief,
+                                         task_id)
+    start_step = state.restore_latest()
+    if start_step:
+        logging.info("Resumed from step %d (%s)", start_step, state.manager.latest_checkpoint)
+    if start_step >= t.train_steps:
+        logging.info("Already trained for %d steps; nothing to do.", start_step)
+        return {"steps": start_step, "resumed_from": start_step, "history": {}}
+
+    accumulation = t.gradient_accumulation_steps
+    batches_per_epoch = t.checkpoint_every * accumulation  # one Keras "epoch" = one checkpoint interval
+    epochs = math.ceil(t.train_steps / t.checkpoint_every)
+    interactive = sys.stdout.isatty()
+    callbacks = [
+        kt_callbacks.StopAtStep(t.train_steps),
+        keras.callbacks.TerminateOnNaN(),
+        kt_callbacks.TensorBoardScalars(os.path.join(workdir, "tensorboard"), every=max(1, min(50, t.checkpoint_every)),
+                                        log_lines=not interactive and verbose != 0),
+        kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
+    ]
+    start = time.time()
+    history = model.fit(
+        train_ds,
+        validation_data=eval_ds,
+        epochs=epochs,
+        initial_epoch=start_step // t.checkpoint_every,
+        steps_per_epoch=batches_per_epoch,
+        callbacks=callbacks,
+        verbose=(1 if interactive else 0) if verbose is None else verbose,
+    )
+    steps = kt_callbacks.optimizer_step(model.optimizer)
+    summary = {
+        "steps": steps,
+        "resumed_from": start_step,
+        "train_seconds": time.time() - start,
+        "history": {k: [float(x) for x in v] for k, v in history.history.items()},
+    }
+    if is_chief:
+        with open(os.path.join(workdir, "train_summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+    return summary

@@ -1,0 +1,145 @@
+"""Training callbacks: step checkpoints with resume, TensorBoard scalars, stop at a step count.
+
+Checkpoints are ``tf.train.Checkpoint(model, optimizer)`` files managed by a
+``tf.train.CheckpointManager`` under ``<workdir>/checkpoints``: the manager
+writes a checkpoint's files first and only then points its index at them, so a
+process killed mid-write leaves the previous checkpoint intact and a restart
+resumes from it with the step counter and the optimizer's moments restored.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+
+def optimizer_step(optimizer) -> int:
+    """Parameter updates done so far (Keras already divides micro-batches by the accumulation steps)."""
+    return int(optimizer.iterations.numpy())
+
+
+class CheckpointState:
+    """The model and optimizer state of a work directory (latest N checkpoints kept)."""
+
+    def __init__(self, model, directory, max_to_keep=5, is_chief=True, task_id=0):
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        # Under multi-worker training every worker must write; only the chief's files are kept.
+        directory = directory if is_chief else os.path.join(directory, f".worker_{task_id}")
+        self.is_chief = is_chief
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
+
+    def restore_latest(self) -> int:
+        """Restore the newest checkpoint if any; returns its step (0 when starting fresh)."""
+        path = self.manager.latest_checkpoint
+        if path is None:
+            return 0
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        return checkpoint_step(path)
+
+    def save(self, step: int) -> str:
+        path = self.manager.save(checkpoint_number=step)
+        if not self.is_chief:
+            tf.io.gfile.rmtree(os.path.dirname(path))
+        return path
+
+
+def checkpoint_step(path: str) -> int:
+    return int(path.rsplit("-", 1)[-1])
+
+
+class SaveCheckpoints(keras.callbacks.Callback):
+    """Save every ``every`` update steps and at the end of training."""
+
+    def __init__(self, state: CheckpointState, every: int):
+        super().__init__()
+        self.state = state
+        self.every = every
+        self._last_saved = None
+
+    def _save(self):
+        step = optimizer_step(self.model.optimizer)
+        if step != self._last_saved:
+            self.state.save(step)
+            self._last_saved = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if optimizer_step(self.model.optimizer) % self.every == 0:
+            self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """The paper counts steps (§5.2): stop once the optimizer has made ``train_steps`` updates."""
+
+    def __init__(self, train_steps: int):
+        super().__init__()
+        self.train_steps = train_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if optimizer_step(self.model.optimizer) >= self.train_steps:
+            self.model.stop_training = True
+
+
+class TensorBoardScalars(keras.callbacks.Callback):
+    """Scalars for TensorBoard under ``<logdir>/train`` and ``<logdir>/validation``.
+
+    Every ``every`` steps: loss, smoothed loss, NLL, perplexity, token accuracy,
+    learning rate, target tokens/s and step time (s). After each validation pass:
+    the validation metrics. Tokens are counted by the ``nll`` metric's token count.
+    """
+
+    def __init__(self, logdir: str, every: int = 50, log_lines: bool = False):
+        super().__init__()
+        self.every = every
+        self.log_lines = log_lines
+        self.train_writer = tf.summary.create_file_writer(os.path.join(logdir, "train"))
+        self.eval_writer = tf.summary.create_file_writer(os.path.join(logdir, "validation"))
+        self._mark = None
+
+    def _token_count(self):
+        for metric in self.model.metrics:
+            for sub in getattr(metric, "metrics", [metric]):
+                if sub.name == "nll":
+                    return float(sub.count.numpy())
+        return 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._mark = (time.perf_counter(), 0.0, optimizer_step(self.model.optimizer))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = optimizer_step(self.model.optimizer)
+        if step % self.every or self._mark is None:
+            return
+        now, tokens = time.perf_counter(), self._token_count()
+        t0, tokens0, step0 = self._mark
+        self._mark = (now, tokens, step)
+        if step == step0:
+            return
+        optimizer = self.model.optimizer
+        scalars = {k: float(v) for k, v in (logs or {}).items()}
+        scalars["learning_rate"] = float(optimizer.learning_rate.numpy() if hasattr(optimizer.learning_rate, "numpy")
+                                         else optimizer.learning_rate)
+        scalars["tokens_per_second"] = (tokens - tokens0) / max(now - t0, 1e-9)
+        scalars["step_time"] = (now - t0) / (step - step0)
+        with self.train_writer.as_default(step=step):
+            for name, value in scalars.items():
+                tf.summary.scalar(name, value)
+        self.train_writer.flush()
+        if self.log_lines:
+            print(f"step {step}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(scalars.items())), flush=True)
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = optimizer_step(self.model.optimizer)
+        val = {k[4:]: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
+        with self.eval_writer.as_default(step=step):
+            for name, value in val.items():
+                tf.summary.scalar(name, value)
+        self.eval_writer.flush()
+        if self.log_lines and val:
+            print(f"step {step} validation: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(val.items())), flush=True)
+        self._mark = (time.perf_counter(), self._token_count(), step)

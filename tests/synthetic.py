@@ -1,0 +1,28 @@
+"""Synthetic batches for tests that need training data without a corpus."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import BOS_ID, EOS_ID
+
+
+def copy_batches(vocab_size=1000, batch_size=16, length=12, num_batches=8, seed=0):
+    """A fixed list of ((source, target_in), target_out) batches of a copy task."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(num_batches):
+        x = rng.integers(4, vocab_size, (batch_size, length)).astype("int32")
+        x[:, -1] = EOS_ID
+        target_in = np.concatenate([np.full((batch_size, 1), BOS_ID, "int32"), x[:, :-1]], 1)
+        batches.append(((x, target_in), x))
+    return batches
+
+
+def as_dataset(batches, repeat=True):
+    ds = tf.data.Dataset.from_generator(
+        lambda: iter(batches),
+        output_signature=((tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.int32)),
+                          tf.TensorSpec([None, None], tf.int32)))
+    return ds.repeat() if repeat else ds
+
+

@@ -1,0 +1,77 @@
+"""Training loop: resume state, TensorBoard scalars, stopping at a step count (synthetic data)."""
+
+import dataclasses
+import glob
+import json
+import os
+
+import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from keras_transformer import training
+from keras_transformer.callbacks import CheckpointState
+
+from tests.synthetic import as_dataset, copy_batches
+
+
+def _recipe(tiny_recipe, **train):
+    train = dict(dict(train_steps=6, checkpoint_every=3, keep_checkpoints=2, eval_batches=2), **train)
+    return dataclasses.replace(tiny_recipe, train=dataclasses.replace(tiny_recipe.train, **train))
+
+
+def _datasets():
+    batches = copy_batches(num_batches=4)
+    return as_dataset(batches), as_dataset(batches[:2], repeat=False)
+
+
+def test_trains_to_the_step_count_and_writes_scalars(tiny_recipe, tmp_path):
+    recipe = _recipe(tiny_recipe)
+    summary = training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    assert summary["steps"] == 6 and summary["resumed_from"] == 0
+    assert training.read_recipe(str(tmp_path)) == recipe
+    checkpoints = sorted(glob.glob(str(tmp_path / "checkpoints" / "ckpt-*.index")))
+    assert [os.path.basename(p) for p in checkpoints] == ["ckpt-3.index", "ckpt-6.index"]
+    train_events = EventAccumulator(str(tmp_path / "tensorboard" / "train")).Reload()
+    tags = set(train_events.Tags()["tensors"]) | set(train_events.Tags()["scalars"])
+    for tag in ("loss", "smoothed_loss", "nll", "perplexity", "token_accuracy", "learning_rate",
+                "tokens_per_second", "step_time"):
+        assert tag in tags, tag
+    val_events = EventAccumulator(str(tmp_path / "tensorboard" / "validation")).Reload()
+    assert {"loss", "nll", "token_accuracy"} <= set(val_events.Tags()["tensors"]) | set(val_events.Tags()["scalars"])
+
+
+def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
+    recipe = _recipe(tiny_recipe, train_steps=3)
+    training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    saved = training.compile_model(recipe)
+    CheckpointState(saved, str(tmp_path / "checkpoints")).restore_latest()
+    moments = [v.numpy() for v in saved.optimizer.variables if "momentum" in v.path]
+    assert moments and all(np.abs(m).sum() > 0 for m in moments)
+    assert int(saved.optimizer.iterations.numpy()) == 3
+
+    summary = training.train(_recipe(tiny_recipe, train_steps=6), str(tmp_path), strategy_name="one_device",
+                             datasets=_datasets(), verbose=0)
+    assert summary["resumed_from"] == 3 and summary["steps"] == 6
+
+
+def test_gradient_accumulation_counts_updates(tiny_recipe, tmp_path):
+    recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, gradient_accumulation_steps=2)
+    summary = training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    assert summary["steps"] == 2
+    model = training.compile_model(recipe)
+    CheckpointState(model, str(tmp_path / "checkpoints")).restore_latest()
+    assert int(model.optimizer.iterations.numpy()) == 2  # updates, each of 2 micro-batches
+
+
+def test_unknown_strategy_names_the_flag():
+    import pytest
+
+    with pytest.raises(ValueError, match="--strategy"):
+        training.make_strategy("nope")
+
+
+def test_summary_file(tiny_recipe, tmp_path):
+    training.train(_recipe(tiny_recipe, train_steps=3), str(tmp_path), strategy_name="one_device",
+                   datasets=_datasets(), verbose=0)
+    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    assert summary["steps"] == 3 and np.isfinite(summary["history"]["loss"][-1])
