@@ -30,6 +30,11 @@ def _stderr_to_devnull():
         os.close(devnull)
 
 
+def quietly():
+    """A context that silences C++ stderr output (unless ``KT_VERBOSE_TF`` is set)."""
+    return contextlib.nullcontext() if os.environ.get("KT_VERBOSE_TF") else _stderr_to_devnull()
+
+
 def import_tensorflow_quietly() -> None:
     if os.environ.get("KT_VERBOSE_TF") or "tensorflow" in sys.modules:
         return
@@ -46,11 +51,14 @@ def init_devices(cpu_devices: int = 0) -> None:
     ``cpu_devices`` > 1 creates that many logical CPU devices, so a
     ``MirroredStrategy`` can run several replicas on one CPU (tests, and
     data-parallel equivalence checks). Must run before any op executes.
+    Skipped under ``TF_CONFIG``: a ``MultiWorkerMirroredStrategy`` has to be
+    created before the devices are initialised (see ``training.make_strategy``).
     """
     import tensorflow as tf
 
-    context = contextlib.nullcontext() if os.environ.get("KT_VERBOSE_TF") else _stderr_to_devnull()
-    with context:
+    if os.environ.get("TF_CONFIG") and cpu_devices <= 1:
+        return
+    with quietly():
         if cpu_devices > 1:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)

@@ -8,6 +8,7 @@ until the optimizer has made ``recipe.train.train_steps`` updates.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from keras_transformer import callbacks as kt_callbacks
 from keras_transformer.config import Recipe
 from keras_transformer.losses import LabelSmoothedCrossEntropy, Perplexity, SmoothedLoss, TokenAccuracy, TokenNLL
 from keras_transformer.model import Transformer, build_model
+from keras_transformer.runtime import quietly
 from keras_transformer.schedules import paper_adam
 
 STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
@@ -39,7 +41,8 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable (cluster and task)")
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        with quietly():
+            return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
         tf.config.experimental_connect_to_cluster(resolver)
@@ -62,7 +65,34 @@ def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = N
             jit_compile=recipe.train.jit_compile,
         )
         model.optimizer.build(model.trainable_variables)
+        _build_compiled_state(model)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _reshape_logs_for_multi_worker(model)
     return model
+
+
+def _reshape_logs_for_multi_worker(model) -> None:
+    """Keras reduces the per-replica logs of a step with ``strategy.reduce("MEAN", v, axis=0)`` under
+    MultiWorkerMirroredStrategy, which rejects scalars; logs of shape [1] reduce to the scalar mean."""
+    compute_metrics = model.compute_metrics
+
+    def compute_metrics_1d(*args, **kwargs):
+        return {name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()}
+
+    model.compute_metrics = compute_metrics_1d
+
+
+def _build_compiled_state(model) -> None:
+    """Create the compiled loss and metric state on a dummy batch, then reset it.
+
+    Otherwise Keras builds them from the first distributed batch, which it
+    averages across replicas into float32 ids under a multi-replica strategy.
+    """
+    ids = tf.ones((1, 2), tf.int32)
+    y_pred = model((ids, ids), training=False)
+    model.compute_loss(x=(ids, ids), y=ids, y_pred=y_pred)
+    model.compute_metrics((ids, ids), ids, y_pred)
+    model.reset_metrics()
 
 
 def _is_chief(strategy) -> tuple:
@@ -87,15 +117,17 @@ def read_recipe(workdir: str) -> Recipe:
         return Recipe.from_dict(json.load(f))
 
 
-def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy_name: str = "mirrored",
-          datasets=None, verbose: Optional[int] = None) -> dict:
+def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy="mirrored", datasets=None,
+          verbose: Optional[int] = None) -> dict:
     """Train ``recipe`` into ``workdir``; resumable. Returns a summary dict (steps, losses, timing).
 
+    ``strategy`` is a name for ``make_strategy`` or a ``tf.distribute.Strategy``.
     ``datasets`` = (train, validation) may be given directly (tests); by default
     they are built from the recipe's corpus with ``keras_transformer.data``.
     """
     t = recipe.train
-    strategy = make_strategy(strategy_name)
+    if isinstance(strategy, str):
+        strategy = make_strategy(strategy)
     is_chief, task_id = _is_chief(strategy)
     if is_chief:
         write_recipe(recipe, workdir)
@@ -148,6 +180,7 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     steps = kt_callbacks.optimizer_step(model.optimizer)
     summary = {
         "steps": steps,
+        "weights_sha256": weights_digest(model),
         "resumed_from": start_step,
         "train_seconds": time.time() - start,
         "history": {k: [float(x) for x in v] for k, v in history.history.items()},
@@ -156,3 +189,11 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         with open(os.path.join(workdir, "train_summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of all weights' bytes: equal digests mean bit-identical models (e.g. across workers)."""
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(weight.numpy().tobytes())
+    return digest.hexdigest()

@@ -26,7 +26,7 @@ def _datasets():
 
 def test_trains_to_the_step_count_and_writes_scalars(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe)
-    summary = training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
     assert summary["steps"] == 6 and summary["resumed_from"] == 0
     assert training.read_recipe(str(tmp_path)) == recipe
     checkpoints = sorted(glob.glob(str(tmp_path / "checkpoints" / "ckpt-*.index")))
@@ -42,21 +42,21 @@ def test_trains_to_the_step_count_and_writes_scalars(tiny_recipe, tmp_path):
 
 def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, train_steps=3)
-    training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
     saved = training.compile_model(recipe)
     CheckpointState(saved, str(tmp_path / "checkpoints")).restore_latest()
     moments = [v.numpy() for v in saved.optimizer.variables if "momentum" in v.path]
     assert moments and all(np.abs(m).sum() > 0 for m in moments)
     assert int(saved.optimizer.iterations.numpy()) == 3
 
-    summary = training.train(_recipe(tiny_recipe, train_steps=6), str(tmp_path), strategy_name="one_device",
+    summary = training.train(_recipe(tiny_recipe, train_steps=6), str(tmp_path), strategy="one_device",
                              datasets=_datasets(), verbose=0)
     assert summary["resumed_from"] == 3 and summary["steps"] == 6
 
 
 def test_gradient_accumulation_counts_updates(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, gradient_accumulation_steps=2)
-    summary = training.train(recipe, str(tmp_path), strategy_name="one_device", datasets=_datasets(), verbose=0)
+    summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
     assert summary["steps"] == 2
     model = training.compile_model(recipe)
     CheckpointState(model, str(tmp_path / "checkpoints")).restore_latest()
@@ -71,7 +71,7 @@ def test_unknown_strategy_names_the_flag():
 
 
 def test_summary_file(tiny_recipe, tmp_path):
-    training.train(_recipe(tiny_recipe, train_steps=3), str(tmp_path), strategy_name="one_device",
+    training.train(_recipe(tiny_recipe, train_steps=3), str(tmp_path), strategy="one_device",
                    datasets=_datasets(), verbose=0)
     summary = json.loads((tmp_path / "train_summary.json").read_text())
     assert summary["steps"] == 3 and np.isfinite(summary["history"]["loss"][-1])

@@ -1,0 +1,117 @@
+"""kt-data-report: what the input pipeline makes of a recipe's corpus.
+
+    kt-data-report --recipe=multi30k [--workdir=runs/multi30k] [--data_dir=...] [--json]
+
+Trains (or loads the cached) tokenizer into the work directory, then makes one
+pass over the training batches exactly as training builds them (no repeat;
+--split=val etc. are batched as evaluation batches them):
+pairs kept and filtered, vocabulary size, tokens per batch, distinct batch
+shapes against the number of buckets, and padding efficiency per side. With
+--json the last line of output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from absl import app, flags
+
+from keras_transformer.cli import common
+
+FLAGS = flags.FLAGS
+common.define_recipe_flag()
+common.define_data_dir_flag()
+flags.DEFINE_string("workdir", None, "Where the tokenizer is cached (default: runs/<recipe>).")
+flags.DEFINE_string("split", None, "Split to report on (default: the recipe's train split).")
+flags.DEFINE_bool("json", False, "End the output with one line of JSON.")
+
+
+def report(recipe, workdir, data_dir=None, split=None) -> dict:
+    """The figures of one pass over ``split``'s batches (default: the train split, batched as training does).
+
+    Training drops each bucket's final partial batch (with repeat, those pairs
+    carry over to the next epoch): ``pairs_carried_over`` counts them.
+    """
+    from keras_transformer.data import batching, corpora, tokenizer
+
+    cfg = recipe.data
+    split = split or cfg.train_split
+    data_dir = corpora.resolve_data_dir(data_dir)
+    tok = tokenizer.get_or_train(recipe, workdir, data_dir)
+    pairs, stats = corpora.load_split(cfg, split, data_dir)
+    counts = batching.count_length_filter(pairs, tok, cfg)
+    start = time.time()
+    training = split == cfg.train_split  # other splits are batched as evaluation batches them
+    batches = batching.make_batches(pairs, tok, cfg, training=training, repeat=False, deterministic=True)
+    measured = batching.measure_batches(batches)
+    seconds = time.time() - start
+    return dict(
+        recipe=recipe.name,
+        corpus=cfg.corpus,
+        split=split,
+        source=stats.source_file,
+        target=stats.target_file,
+        pairs_read=stats.pairs_read,
+        empty_skipped=stats.empty_skipped,
+        pairs_kept=counts.kept,
+        pairs_filtered=counts.filtered,
+        max_length=cfg.max_length,
+        pairs_in_batches=measured.pairs,
+        pairs_carried_over=counts.kept - measured.pairs,  # in partial buckets; training's repeat uses them
+        vocab_size=tok.vocab_size,
+        num_batches=measured.num_batches,
+        tokens_per_batch=cfg.tokens_per_batch,
+        max_batch_tokens=measured.max_batch_tokens,
+        source_tokens_per_batch=list(measured.source_tokens),
+        target_tokens_per_batch=list(measured.target_tokens),
+        distinct_shapes=len(measured.shapes),
+        num_buckets=len(batching.bucket_shapes(cfg)),
+        padding_efficiency_source=round(measured.padding_efficiency_source, 4),
+        padding_efficiency_target=round(measured.padding_efficiency_target, 4),
+        pipeline_pairs_per_second=round(counts.kept / seconds, 1),
+    )
+
+
+def format_report(r: dict) -> str:
+    lo_s, med_s, hi_s = r["source_tokens_per_batch"]
+    lo_t, med_t, hi_t = r["target_tokens_per_batch"]
+    read = "n/a (TFDS)" if r["pairs_read"] is None else f"{r['pairs_read']} ({r['empty_skipped']} empty skipped)"
+    return "\n".join([
+        f"recipe {r['recipe']}: corpus {r['corpus']}, split {r['split']}",
+        f"  files              {r['source']}, {r['target']}",
+        f"  pairs read         {read}",
+        f"  pairs kept         {r['pairs_kept']} ({r['pairs_filtered']} longer than max_length={r['max_length']} "
+        "filtered)",
+        f"  in full batches    {r['pairs_in_batches']} ({r['pairs_carried_over']} left in partial buckets)",
+        f"  vocabulary         {r['vocab_size']} shared BPE tokens",
+        f"  batches            {r['num_batches']}",
+        f"  tokens per batch   source {lo_s}/{med_s}/{hi_s}, target {lo_t}/{med_t}/{hi_t} (min/median/max, real)",
+        f"  largest batch      {r['max_batch_tokens']} padded tokens per side (budget {r['tokens_per_batch']})",
+        f"  batch shapes       {r['distinct_shapes']} distinct of {r['num_buckets']} buckets",
+        f"  padding efficiency source {r['padding_efficiency_source']:.3f}, "
+        f"target {r['padding_efficiency_target']:.3f}",
+        f"  input pipeline     {r['pipeline_pairs_per_second']:.0f} pairs/s",
+    ])
+
+
+def main(argv):
+    del argv
+    common.quiet_tensorflow()
+    recipe = common.load_recipe(FLAGS.recipe)
+    workdir = FLAGS.workdir or f"runs/{recipe.name}"
+    try:
+        r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split)
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(str(e))
+    print(format_report(r))
+    if FLAGS.json:
+        print(json.dumps(r, sort_keys=True))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

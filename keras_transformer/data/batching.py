@@ -1,0 +1,230 @@
+"""Token-budget batches from a fixed grid of padded shapes (§5.1).
+
+§5.1: "Sentence pairs were batched together by approximate sequence length.
+Each training batch contained a set of sentence pairs containing approximately
+25000 source tokens and 25000 target tokens."
+
+Each pair becomes source = x + [EOS], target_in = [BOS] + y and
+target_out = y + [EOS] (§3.1: the output embeddings are offset by one
+position). A pair is dropped when len(x) + 1 or len(y) + 1 exceeds
+``max_length`` (as the paper's code does; :func:`count_length_filter` says how
+many).
+
+Buckets. ``bucket_boundaries`` (default: geometric, ×1.2 from 8 up to
+``max_length``) are padded lengths. A pair goes to the cell (S, T) of the
+smallest boundaries that hold its source and target; cells whose boundary
+indices differ by more than ``MAX_BUCKET_SKEW`` are not used (such rare pairs
+pad their shorter side up), so the buckets, their shapes and their batch
+sizes are all known before training starts: few shapes for XLA to compile.
+
+Budget rule. ``tokens_per_batch`` is the budget PER REPLICA, PER SIDE, counted
+in padded tokens: a cell (S, T) holds b = tokens_per_batch // max(S, T) pairs
+per replica, and the global batch that ``make_batches(num_replicas=R)`` yields
+holds R × b pairs, so ``tf.distribute`` splits it evenly into batches of b
+pairs, each within the budget. Training drops a cell's final partial batch
+(so every training shape is in :func:`bucket_shapes`; with ``repeat`` the
+pairs carry over to the next epoch); evaluation keeps it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.config import DataConfig
+
+MAX_BUCKET_SKEW = 2  # max distance between a cell's source and target boundary indices
+_TOKENIZE_CHUNK = 512  # sentences per tokenizer call: one op call per chunk, not per sentence
+
+
+def bucket_boundaries(cfg: DataConfig) -> Tuple[int, ...]:
+    """Padded lengths used on both sides: the config's, else 8, 10, 12, 14, 17, ... max_length."""
+    if cfg.bucket_boundaries is not None:
+        b = tuple(cfg.bucket_boundaries)
+        return b if b[-1] == cfg.max_length else b + (cfg.max_length,)
+    b, x = [], 8
+    while x < cfg.max_length:
+        b.append(x)
+        x = max(x + 1, int(round(x * 1.2)))
+    return tuple(b) + (cfg.max_length,)
+
+
+def bucket_shapes(cfg: DataConfig, num_replicas: int = 1) -> List[Tuple[int, int, int]]:
+    """Every (global batch size, S, T) a training batch can have.
+
+    Raises ValueError naming ``tokens_per_batch`` when the budget cannot hold
+    one pair of the longest bucket.
+    """
+    if num_replicas < 1:
+        raise ValueError(f"num_replicas: must be >= 1, got {num_replicas}")
+    b = bucket_boundaries(cfg)
+    if cfg.tokens_per_batch < b[-1]:
+        raise ValueError(
+            f"tokens_per_batch: {cfg.tokens_per_batch} is too small for the longest bucket "
+            f"({b[-1]} tokens per side, from max_length={cfg.max_length}); it must be at least {b[-1]}"
+        )
+    return [
+        (num_replicas * (cfg.tokens_per_batch // max(s, t)), s, t)
+        for i, s in enumerate(b)
+        for j, t in enumerate(b)
+        if abs(i - j) <= MAX_BUCKET_SKEW
+    ]
+
+
+def _encode(tokenizer, sources: tf.Tensor, targets: tf.Tensor):
+    """[N] strings -> ragged source [N, (S)], target_in [N, (T)], target_out [N, (T)]."""
+    x = tokenizer.tokenize(sources)  # [N, (len x)]
+    y = tokenizer.tokenize(targets)  # [N, (len y)]
+    eos = tf.fill([x.nrows(), 1], EOS_ID)  # [N, 1]
+    bos = tf.fill([y.nrows(), 1], BOS_ID)  # [N, 1]
+    source = tf.concat([x, eos], axis=1)  # [N, (len x + 1)]
+    target_in = tf.concat([bos, y], axis=1)  # [N, (len y + 1)]
+    target_out = tf.concat([y, eos], axis=1)  # [N, (len y + 1)]
+    return source, target_in, target_out
+
+
+def _fits(source: tf.RaggedTensor, target_out: tf.RaggedTensor, max_length: int) -> tf.Tensor:
+    """[N] bool: both sides, EOS included, within max_length."""
+    return (source.row_lengths() <= max_length) & (target_out.row_lengths() <= max_length)
+
+
+def _cell_keys(source: tf.RaggedTensor, target_out: tf.RaggedTensor, boundaries) -> tf.Tensor:
+    """[N] int64 key i * n + j of the cell (boundaries[i], boundaries[j]) each pair pads to."""
+    n = len(boundaries)
+    bounds = tf.constant(boundaries, tf.int64)  # [n]
+    i = tf.searchsorted(bounds, source.row_lengths(), side="left")  # [N] first boundary >= length
+    j = tf.searchsorted(bounds, target_out.row_lengths(), side="left")  # [N]
+    i, j = tf.maximum(i, j - MAX_BUCKET_SKEW), tf.maximum(j, i - MAX_BUCKET_SKEW)  # stay in the band
+    return tf.cast(i, tf.int64) * n + tf.cast(j, tf.int64)
+
+
+def make_batches(
+    pairs: tf.data.Dataset,
+    tokenizer,
+    cfg: DataConfig,
+    *,
+    training: bool,
+    num_replicas: int = 1,
+    deterministic: bool = False,
+    repeat: Optional[bool] = None,
+) -> tf.data.Dataset:
+    """(source, target) strings -> ((source_ids [B, S], target_in_ids [B, T]), target_out_ids [B, T]).
+
+    training: shuffle pairs with ``cfg.seed`` and drop each cell's partial batch.
+    repeat: cycle the pairs forever before bucketing (default: ``training``).
+    deterministic: fix the order of parallel work (with the seed: same batches every run).
+    B is the global batch, ``num_replicas`` × the per-replica batch (module docstring).
+    """
+    shapes = bucket_shapes(cfg, num_replicas)  # validates the budget
+    boundaries = bucket_boundaries(cfg)
+    n = len(boundaries)
+    # Lookup tables over the full n × n grid of cells, indexed by key = i * n + j; cells off the band stay 0.
+    batch_size, size_s, size_t = [0] * (n * n), [0] * (n * n), [0] * (n * n)
+    for size, s, t in shapes:
+        key = boundaries.index(s) * n + boundaries.index(t)
+        batch_size[key], size_s[key], size_t[key] = size, s, t
+    batch_size = tf.constant(batch_size, tf.int64)
+    size_s, size_t = tf.constant(size_s, tf.int32), tf.constant(size_t, tf.int32)
+
+    def encode(sources, targets):  # a chunk of [N] pairs, vectorised: one tokenizer call per side
+        source, target_in, target_out = _encode(tokenizer, sources, targets)
+        fits = _fits(source, target_out, cfg.max_length)  # [N]
+        source, target_in, target_out = (tf.ragged.boolean_mask(r, fits) for r in (source, target_in, target_out))
+        return _cell_keys(source, target_out, boundaries), source, target_in, target_out
+
+    def pad(rows: tf.RaggedTensor, length: tf.Tensor) -> tf.Tensor:  # [B, (len)] -> [B, length]
+        dense = rows.to_tensor(PAD_ID)  # [B, longest row]
+        return tf.pad(dense, [[0, 0], [0, length - tf.shape(dense)[1]]], constant_values=PAD_ID)
+
+    def reduce_func(key, window):  # one cell's pairs: (key, source, target_in, target_out)
+        s, t = size_s[key], size_t[key]
+        return window.batch(batch_size[key], drop_remainder=training).map(
+            lambda keys, source, target_in, target_out: ((pad(source, s), pad(target_in, t)), pad(target_out, t))
+        )
+
+    repeat = training if repeat is None else repeat
+    if training:
+        pairs = pairs.shuffle(cfg.shuffle_buffer, seed=cfg.seed, reshuffle_each_iteration=True)
+    if repeat:
+        pairs = pairs.repeat()
+    batches = (
+        pairs.batch(_TOKENIZE_CHUNK)
+        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        .unbatch()
+        .group_by_window(lambda key, *_: key, reduce_func, window_size_func=lambda key: batch_size[key])
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    return batches.with_options(options)
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthCounts:
+    """Pairs kept and dropped by the ``max_length`` filter."""
+
+    kept: int
+    filtered: int
+
+
+def count_length_filter(pairs: tf.data.Dataset, tokenizer, cfg: DataConfig) -> LengthCounts:
+    """One pass over ``pairs`` counting what :func:`make_batches`'s length filter keeps."""
+
+    def count(sources, targets):  # [N] strings -> (N, kept)
+        source, _, target_out = _encode(tokenizer, sources, targets)
+        fits = _fits(source, target_out, cfg.max_length)  # [N]
+        return tf.size(fits, tf.int64), tf.reduce_sum(tf.cast(fits, tf.int64))
+
+    counts = pairs.batch(_TOKENIZE_CHUNK).map(count, num_parallel_calls=tf.data.AUTOTUNE)
+    total, kept = counts.reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+                                lambda acc, c: (acc[0] + c[0], acc[1] + c[1]))
+    return LengthCounts(kept=int(kept), filtered=int(total - kept))
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchStats:
+    """What one pass of batches holds; ``padding_efficiency_*`` = real tokens / padded tokens."""
+
+    num_batches: int
+    pairs: int
+    shapes: Tuple[Tuple[int, int, int], ...]  # distinct (B, S, T), sorted
+    max_batch_tokens: int  # largest per-replica padded side, max(B × S, B × T) / num_replicas
+    source_tokens: Tuple[int, int, int]  # real source tokens per batch: (min, median, max)
+    target_tokens: Tuple[int, int, int]  # real target_out tokens per batch: (min, median, max)
+    padding_efficiency_source: float
+    padding_efficiency_target: float
+
+
+def measure_batches(batches: tf.data.Dataset, num_replicas: int = 1) -> BatchStats:
+    """Iterates a finite batch dataset once (see :func:`make_batches`) and measures it."""
+    shapes, source_real, target_real = set(), [], []
+    padded_s = padded_t = max_tokens = pairs = 0
+    for (source, _), target_out in batches.as_numpy_iterator():
+        b, s = source.shape
+        t = target_out.shape[1]
+        shapes.add((b, s, t))
+        pairs += b
+        padded_s, padded_t = padded_s + b * s, padded_t + b * t
+        max_tokens = max(max_tokens, b * max(s, t) // num_replicas)
+        source_real.append(int(np.count_nonzero(source != PAD_ID)))
+        target_real.append(int(np.count_nonzero(target_out != PAD_ID)))
+    if not shapes:
+        raise ValueError("no batches: every pair was filtered out or left in a partial batch")
+
+    def spread(x):
+        return int(np.min(x)), int(np.median(x)), int(np.max(x))
+
+    return BatchStats(
+        num_batches=len(source_real),
+        pairs=pairs,
+        shapes=tuple(sorted(shapes)),
+        max_batch_tokens=max_tokens,
+        source_tokens=spread(source_real),
+        target_tokens=spread(target_real),
+        padding_efficiency_source=sum(source_real) / padded_s,
+        padding_efficiency_target=sum(target_real) / padded_t,
+    )

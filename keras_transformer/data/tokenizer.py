@@ -1,0 +1,181 @@
+"""Shared source/target subword vocabulary (§5.1): SentencePiece BPE, run in-graph.
+
+§5.1: "Sentences were encoded using byte-pair encoding, which has a shared
+source-target vocabulary of about 37000 tokens." We train a SentencePiece BPE
+model on both sides of the training text and run it with
+``tensorflow_text.SentencepieceTokenizer``, so the same model bytes
+(:attr:`Tokenizer.model_proto`) serve in ``tf.data`` and inside an exported
+SavedModel (raw strings in, raw strings out).
+
+Reserved ids: PAD 0, UNK 1, BOS 2, EOS 3 (``keras_transformer.PAD_ID`` ...).
+Departures from the paper's BPE: byte fallback is on, so characters never seen
+in training (e.g. news text through a Multi30k vocabulary) still round-trip
+exactly instead of becoming UNK; runs of whitespace are collapsed to one space
+and leading/trailing spaces dropped (SentencePiece's usual normalisation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Iterator, Union
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+from absl import logging
+
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.data import corpora
+
+# Changing these changes the model, so they are part of the cache key.
+_TRAINER_OPTIONS = dict(
+    model_type="bpe",
+    pad_id=PAD_ID,
+    unk_id=UNK_ID,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    character_coverage=1.0,
+    normalization_rule_name="identity",  # no NFKC: keeps "…", "„" etc. exactly as written
+    byte_fallback=True,
+    shuffle_input_sentence=True,
+    num_threads=2,
+    minloglevel=2,
+)
+
+
+def _sentences(text: Union[Iterable[str], Iterable[os.PathLike]]) -> Iterator[str]:
+    for item in text:
+        if isinstance(item, os.PathLike):
+            yield from (line for line in corpora.read_lines(Path(item)) if line.strip())
+        else:
+            yield item
+
+
+class Tokenizer:
+    """A SentencePiece model run in-graph by tensorflow-text.
+
+    ``tokenize`` gives subword ids without BOS/EOS; ``detokenize`` reads ids up
+    to the first EOS and ignores PAD and BOS, so decoder output can be passed
+    in as it comes. Both work eagerly and inside ``tf.function``/``tf.data``.
+
+    The SentencePiece op is built inside each graph that uses it (eager calls
+    go through small ``tf.function``s), never once eagerly: tensorflow-text
+    keeps the model in a kernel-owned resource, which ``tf.random.set_seed``
+    (and so ``keras.utils.set_random_seed``) destroys by clearing the kernel
+    caches. Built per graph, it survives reseeding and is self-contained in a
+    SavedModel (the model bytes are an attribute of the op).
+    """
+
+    def __init__(self, model_path: Union[str, os.PathLike]):
+        self.model_path = str(model_path)
+        self.model_proto = Path(model_path).read_bytes()
+        self._vocab_size = spm.SentencePieceProcessor(model_proto=self.model_proto).get_piece_size()
+        self._eager_tokenize = tf.function(self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+        self._eager_detokenize = tf.function(self._detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self._eager_id_to_piece = tf.function(lambda ids: self._op().id_to_string(ids))
+
+    def _op(self) -> tf_text.SentencepieceTokenizer:
+        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+
+    def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        return self._op().tokenize(strings)
+
+    def _detokenize(self, ids: tf.Tensor) -> tf.Tensor:
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)  # [B, L]
+        keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)  # [B, L]
+        return self._op().detokenize(tf.ragged.boolean_mask(ids, keep))  # [B]
+
+    @classmethod
+    def train(
+        cls,
+        text: Union[Iterable[str], Iterable[os.PathLike]],
+        vocab_size: int,
+        model_prefix: Union[str, os.PathLike],
+        *,
+        sample_lines: int = 2_000_000,
+        seed: int = 1,
+    ) -> "Tokenizer":
+        """Trains a BPE model on sentences (or the lines of files); writes ``<model_prefix>.model``."""
+        path = Path(f"{model_prefix}.model")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        start = time.time()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=_sentences(text),
+                model_writer=model,
+                vocab_size=vocab_size,
+                input_sentence_size=sample_lines,
+                **_TRAINER_OPTIONS,
+            )
+        except RuntimeError as e:
+            raise ValueError(f"vocab_size: cannot train a {vocab_size}-token BPE model on this text ({e})") from None
+        partial = path.with_name(path.name + ".part")
+        partial.write_bytes(model.getvalue())
+        os.replace(partial, path)  # a crash never leaves a truncated model in the cache
+        logging.info("trained a %d-token BPE model in %.1f s: %s", vocab_size, time.time() - start, path)
+        return cls(path)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    def tokenize(self, strings) -> tf.RaggedTensor:
+        """[B] strings -> [B, (len)] int32 subword ids, no BOS/EOS."""
+        strings = tf.convert_to_tensor(strings, tf.string)
+        return self._eager_tokenize(strings) if tf.executing_eagerly() else self._tokenize(strings)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """[B, L] ids (dense or ragged) -> [B] strings; stops at the first EOS, drops PAD/BOS."""
+        ids = ids.to_tensor(PAD_ID) if isinstance(ids, tf.RaggedTensor) else tf.convert_to_tensor(ids)
+        ids = tf.cast(ids, tf.int32)  # [B, L]
+        return self._eager_detokenize(ids) if tf.executing_eagerly() else self._detokenize(ids)
+
+    def id_to_piece(self, ids) -> tf.Tensor:
+        """Subword strings of ids, for inspection and attention plots."""
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        return self._eager_id_to_piece(ids) if tf.executing_eagerly() else self._op().id_to_string(ids)
+
+
+def cache_key(recipe, data_dir=None) -> str:
+    """Names the model by corpus, languages, vocabulary size and a hash of what trains it."""
+    cfg = recipe.data
+    langs = "-".join(sorted((cfg.source_lang, cfg.target_lang)))  # shared vocabulary: direction-free
+    inputs = dict(
+        train=corpora.fingerprint(cfg, cfg.train_split, data_dir),
+        sample_lines=cfg.tokenizer_sample_lines,
+        seed=cfg.seed,
+        options=_TRAINER_OPTIONS,
+    )
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{cfg.corpus}_{langs}_bpe{recipe.model.vocab_size}_{digest}"
+
+
+def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
+    """The recipe's tokenizer from ``<workdir>/tokenizer/<key>.model``, training it if absent.
+
+    Source and target training text both feed the one shared vocabulary.
+    """
+    cfg = recipe.data
+    prefix = Path(workdir) / "tokenizer" / cache_key(recipe, data_dir)
+    if Path(f"{prefix}.model").is_file():
+        logging.info("using cached tokenizer %s.model", prefix)
+        return Tokenizer(f"{prefix}.model")
+    pairs, _ = corpora.load_split(cfg, cfg.train_split, data_dir)
+    if cfg.corpus in corpora.TFDS_NAMES:  # millions of pairs: sample a shuffled prefix
+        pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)
+
+    def text():
+        for sources, targets in pairs.batch(4096).as_numpy_iterator():
+            for x, y in zip(sources, targets):
+                yield x.decode("utf-8")
+                yield y.decode("utf-8")
+
+    return Tokenizer.train(text(), recipe.model.vocab_size, prefix,
+                           sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed)

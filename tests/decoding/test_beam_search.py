@@ -1,0 +1,232 @@
+"""Beam search and greedy decoding: hand-made log-prob tables with known answers, and a tiny Transformer."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.config import ModelConfig
+from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, greedy_translate_ids, length_penalty,
+                                        translate_ids)
+from keras_transformer.decoding import model_step
+from keras_transformer.model import build_model
+
+A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
+V = 7
+
+
+def table_step_fn(transitions):
+    """step_fn whose log-probs depend only on the previous token: transitions {prev: {next: p}} (rest ~0)."""
+    p = np.full((V, V), 1e-9)
+    for prev, row in transitions.items():
+        for token, prob in row.items():
+            p[prev, token] = prob
+    log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
+    return lambda token_ids, step, cache: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+
+
+def run(step_fn, beam_size, max_lengths, alpha):
+    """The search in graph mode (as in use), with a dummy per-beam cache."""
+    cache = {"x": tf.zeros([len(max_lengths) * beam_size, 1])}
+    result = tf.function(lambda: beam_search(step_fn, cache, beam_size, tf.constant(max_lengths), alpha))()
+    return result.sequences.numpy(), result.scores.numpy(), int(result.num_steps)
+
+
+def test_length_penalty_is_gnmt():
+    np.testing.assert_allclose(length_penalty([1, 7, 3], 0.6), [1.0, 2.0**0.6, (8 / 6) ** 0.6], rtol=1e-6)
+    np.testing.assert_allclose(length_penalty([4, 50], 0.0), [1.0, 1.0])
+
+
+# Greedy takes A (0.6) then EOS: P = 0.24. The best sequence starts with the less likely B: B EOS, P = 0.36.
+GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
+
+
+def test_beam_finds_the_best_sequence_greedy_misses():
+    sequences, scores, steps = run(table_step_fn(GARDEN_PATH), beam_size=2, max_lengths=[10], alpha=0.0)
+    np.testing.assert_array_equal(sequences[0], [[B_, EOS_ID], [A, EOS_ID]])  # n-best, best first
+    np.testing.assert_allclose(scores[0], np.log([0.4 * 0.9, 0.6 * 0.4]), rtol=1e-6)
+    # Both beams finished at step 1; the alive ones (A A, A B: log 0.18) cannot beat log 0.24: stop after 2 steps.
+    assert steps == 2
+    greedy = greedy_search(table_step_fn(GARDEN_PATH), {}, tf.constant([10]))
+    np.testing.assert_array_equal(greedy.sequences[0, 0], [A, EOS_ID])
+    np.testing.assert_allclose(greedy.scores[0, 0], np.log(0.24), rtol=1e-6)
+    # Beam size 1 is greedy: A EOS finishes as the argmax; the alive A A (log 0.18) cannot beat it.
+    sequences, scores, steps = run(table_step_fn(GARDEN_PATH), beam_size=1, max_lengths=[10], alpha=0.0)
+    np.testing.assert_array_equal(sequences[0], greedy.sequences[0])
+    np.testing.assert_allclose(scores[0], greedy.scores[0], rtol=1e-6)
+    assert steps == int(greedy.num_steps) == 2
+
+
+# Short: EOS at once, P = 0.5. Long: A B EOS, P = 0.5 * 0.95 * 0.95 = 0.45125.
+SHORT_OR_LONG = {BOS_ID: {EOS_ID: 0.5, A: 0.5}, A: {B_: 0.95}, B_: {EOS_ID: 0.95}}
+
+
+def test_length_penalty_changes_the_winner():
+    short = np.log(0.5) / 1.0  # lp(1) = 1 for every alpha
+    long = {alpha: np.log(0.5 * 0.95 * 0.95) / ((5 + 3) / 6) ** alpha for alpha in (0.0, 1.0)}
+    assert short > long[0.0] and short < long[1.0]  # -0.693 vs -0.796 (alpha 0), -0.597 (alpha 1)
+
+    sequences, scores, steps = run(table_step_fn(SHORT_OR_LONG), beam_size=2, max_lengths=[8], alpha=1.0)
+    np.testing.assert_array_equal(sequences[0], [[A, B_, EOS_ID], [EOS_ID, PAD_ID, PAD_ID]])
+    np.testing.assert_allclose(scores[0], [long[1.0], short], rtol=1e-5)
+
+    # alpha = 0: after step 1 the alive A B (log 0.475) can no longer beat EOS (log 0.5): stop, long never found.
+    sequences, scores, steps = run(table_step_fn(SHORT_OR_LONG), beam_size=2, max_lengths=[8], alpha=0.0)
+    assert steps == 2
+    np.testing.assert_array_equal(sequences[0], [[EOS_ID, PAD_ID], [PAD_ID, PAD_ID]])  # an empty second slot
+    np.testing.assert_allclose(scores[0], [short, NEG_INF], rtol=1e-5)
+
+
+def test_early_stop_when_every_beam_emits_eos():
+    def step_fn(token_ids, step, cache):  # uniform over A, B, C for two steps, then EOS for sure
+        row = tf.where(step < 2, tf.constant(np.log([1e-9] * 4 + [1 / 3] * 3), tf.float32),
+                       tf.constant(np.log([1e-9] * 3 + [1.0] + [1e-9] * 3), tf.float32))
+        return tf.tile(row[None, :], [tf.shape(token_ids)[0], 1]), cache
+
+    sequences, scores, steps = run(step_fn, beam_size=4, max_lengths=[20, 30], alpha=0.6)
+    assert steps == 3 and sequences.shape == (2, 4, 3)
+    assert (sequences[:, :, 2] == EOS_ID).all() and (sequences[:, :, :2] >= A).all()
+    assert len({tuple(s) for s in sequences[0]}) == 4  # four distinct hypotheses
+    np.testing.assert_allclose(scores, np.full((2, 4), 2 * np.log(1 / 3) / (8 / 6) ** 0.6), rtol=1e-5)
+
+
+def test_per_item_max_length_and_fallback_to_alive():
+    never_eos = table_step_fn({prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)})
+    sequences, scores, steps = run(never_eos, beam_size=3, max_lengths=[3, 6], alpha=0.6)
+    assert steps == 6 and not (sequences == EOS_ID).any()
+    np.testing.assert_array_equal(sequences[0, 0], [A, A, A, PAD_ID, PAD_ID, PAD_ID])  # stopped at its own limit
+    np.testing.assert_array_equal(sequences[1, 0], [A] * 6)
+    np.testing.assert_allclose(scores[:, 0], [3 * np.log(0.7) / (8 / 6) ** 0.6, 6 * np.log(0.7) / (11 / 6) ** 0.6],
+                               rtol=1e-5)
+    np.testing.assert_allclose(scores[0, 1], (2 * np.log(0.7) + np.log(0.2)) / (8 / 6) ** 0.6, rtol=1e-5)
+
+
+# -- a real tiny Transformer -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model():
+    import keras
+
+    keras.utils.set_random_seed(7)
+    return build_model(ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2,
+                                   num_decoder_layers=2, dropout=0.0, max_length=128))
+
+
+@pytest.fixture(scope="module")
+def sources():
+    src = np.random.default_rng(0).integers(4, 50, (3, 12)).astype(np.int32)
+    src[0, 2:] = PAD_ID  # very different lengths: 2, 12, 7
+    src[2, 7:] = PAD_ID
+    return src
+
+
+def strip(sequence):
+    return [int(t) for t in sequence if t != PAD_ID]
+
+
+@pytest.fixture(params=["random", "eos_prone"])
+def variant(request, model, sources):
+    """The random model rarely ends a sentence; "eos_prone" adds 0.12 x the embeddings of the tokens it favours
+    to EOS's (the tied softmax, §3.4), so that some items finish (at once) and others fall back to alive beams."""
+    if request.param == "random":
+        yield request.param
+        return
+    embeddings = model.embedding.embeddings
+    saved = embeddings.numpy()
+    favoured = np.unique(greedy_translate_ids(model, sources, 0.0, 6)[0].numpy())
+    favoured = favoured[favoured > EOS_ID]
+    embeddings.assign(np.concatenate([saved[:EOS_ID], saved[EOS_ID:EOS_ID + 1] + 0.12 * saved[favoured].sum(0),
+                                      saved[EOS_ID + 1:]]))
+    yield request.param
+    embeddings.assign(saved)
+
+
+def check_coverage(variant, sequences):
+    finished = (np.asarray(sequences) == EOS_ID).any(axis=(1, 2))  # [B]
+    if variant == "eos_prone":  # otherwise the checks below would miss the finished and the mixed paths
+        assert finished.any() and not finished.all(), "the eos_prone model no longer mixes finished/unfinished"
+
+
+def test_beam_size_1_with_alpha_0_equals_greedy(model, sources):
+    beam, beam_scores = translate_ids(model, sources, beam_size=1, alpha=0.0, extra_length=6)
+    greedy, greedy_scores = greedy_translate_ids(model, sources, alpha=0.0, extra_length=6)
+    np.testing.assert_array_equal(beam, greedy)
+    np.testing.assert_allclose(beam_scores, greedy_scores, rtol=1e-6)
+    assert beam.shape == (3, 1, 12 + 6)
+
+
+def full_pass_scores(model, source, hypotheses, alpha):
+    """Score hypotheses [N, T] of one source with the full teacher-forced pass: sum log P / lp."""
+    lengths = (hypotheses != PAD_ID).sum(axis=1)  # EOS included; PAD and BOS are never generated
+    target_in = np.concatenate([np.full((len(hypotheses), 1), BOS_ID), hypotheses[:, :-1]], axis=1)
+    log_probs = tf.nn.log_softmax(model((np.repeat(source[None], len(hypotheses), 0), target_in))).numpy()
+    token_log_probs = np.take_along_axis(log_probs, hypotheses[:, :, None], axis=2)[:, :, 0]  # [N, T]
+    log_p = np.where(hypotheses != PAD_ID, token_log_probs, 0.0).sum(axis=1)
+    return log_p / ((5 + lengths) / 6) ** alpha
+
+
+def test_scores_equal_the_full_teacher_forced_pass(model, sources, variant):
+    sequences, scores = (x.numpy() for x in translate_ids(model, sources, beam_size=4, alpha=0.6, extra_length=6))
+    check_coverage(variant, sequences)
+    assert (scores[:, :-1] >= scores[:, 1:]).all()  # best first
+    for b in range(len(sources)):
+        real = scores[b] > -1e8  # filled n-best slots
+        np.testing.assert_allclose(full_pass_scores(model, sources[b], sequences[b][real], 0.6), scores[b][real],
+                                   atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # the one-token prefix at step 0
+def test_cached_search_equals_search_over_the_redecoding_baseline(model, sources):
+    """The same search over the no-cache step function (the whole prefix re-decoded at each step)."""
+    sources = sources[[0, 2], :7]  # lengths 2 and 7: a short eager loop
+    sequences, scores = translate_ids(model, sources, beam_size=4, alpha=0.6, extra_length=4)
+    max_lengths = model_step.max_output_lengths(sources, 4, 128)
+    step_fn, cache = model_step.redecode_step_fn(model, sources, 4, int(tf.reduce_max(max_lengths)))
+    uncached = beam_search(step_fn, cache, 4, max_lengths, 0.6)  # eagerly: the while loop runs in Python
+    np.testing.assert_array_equal(uncached.sequences, sequences)
+    np.testing.assert_allclose(uncached.scores, scores, atol=1e-4)
+
+
+def test_items_decode_the_same_alone_as_in_a_batch(model, sources, variant):
+    sequences, scores = translate_ids(model, sources, beam_size=4, alpha=0.6, extra_length=5)
+    check_coverage(variant, sequences)
+    for b in range(len(sources)):
+        alone = sources[b:b + 1, : max(1, int((sources[b] != PAD_ID).sum()))]  # no source padding
+        seq_b, scores_b = translate_ids(model, alone, beam_size=4, alpha=0.6, extra_length=5)
+        assert [strip(s) for s in seq_b[0]] == [strip(s) for s in sequences[b]]
+        np.testing.assert_allclose(scores_b[0], scores[b], atol=1e-4)
+
+
+class Translator(tf.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+                                  tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)])
+    def translate(self, source_ids, beam_size, alpha, extra_length):
+        sequences, scores = translate_ids(self.model, source_ids, beam_size, alpha, extra_length)
+        return {"sequences": sequences, "scores": scores}
+
+
+def test_search_traces_once_for_every_batch_size_length_and_beam(model, sources):
+    translate_ids(model, sources, 4, 0.6, 4)
+    compiled = model_step.compiled_for(model, "beam_search", None, None)  # the per-model tf.function
+    traces = compiled.experimental_get_tracing_count()
+    translate_ids(model, sources[1:, :9], 2, 0.0, 3)
+    translate_ids(model, sources[:1], 5, 1.0, 7)
+    assert compiled.experimental_get_tracing_count() == traces
+
+
+def test_saved_model_reloads_with_the_same_output(model, sources, tmp_path):
+    module = Translator(model)
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.translate})
+    serve = tf.saved_model.load(str(tmp_path)).signatures["serving_default"]
+    for src, k in ((sources, 4), (sources[1:, :9], 2)):  # another batch size, source length and beam size
+        expected_seq, expected_scores = translate_ids(model, src, k, 0.6, 4)
+        out = serve(source_ids=tf.constant(src), beam_size=tf.constant(k), alpha=tf.constant(0.6),
+                    extra_length=tf.constant(4))
+        np.testing.assert_array_equal(out["sequences"], expected_seq)
+        np.testing.assert_allclose(out["scores"], expected_scores, atol=1e-5)
+    assert module.translate.experimental_get_tracing_count() == 1
