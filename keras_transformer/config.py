@@ -124,8 +124,7 @@ class TrainConfig:
     adam_epsilon: float = 1e-9
     label_smoothing: float = 0.1  # ε_ls (§5.4)
     gradient_accumulation_steps: int = 1
-    steps_per_epoch: int = 1000  # Keras epochs are just a logging/validation cadence
-    checkpoint_every: int = 1000  # steps
+    checkpoint_every: int = 1000  # steps between checkpoints; also the validation cadence (one Keras epoch)
     keep_checkpoints: int = 5  # §6.1 averages the last 5
     eval_batches: int = 50  # validation batches per epoch; 0 -> whole eval split
     mixed_precision: bool = False
@@ -138,7 +137,6 @@ class TrainConfig:
         _require(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
         _require(0.0 <= self.label_smoothing < 1.0, "label_smoothing", "must be in [0, 1)")
         _require(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "must be >= 1")
-        _require(self.steps_per_epoch > 0, "steps_per_epoch", "must be positive")
         _require(self.checkpoint_every > 0, "checkpoint_every", "must be positive")
         _require(self.keep_checkpoints > 0, "keep_checkpoints", "must be positive")
         _require(self.eval_batches >= 0, "eval_batches", "must be >= 0")

@@ -30,6 +30,30 @@ def _stderr_to_devnull():
         os.close(devnull)
 
 
+def silence_native_stderr() -> None:
+    """For command-line programs: drop what C++ libraries write to stderr for the rest of the process.
+
+    File descriptor 2 is pointed at /dev/null while Python's ``sys.stderr`` (tracebacks,
+    warnings, absl and logging output, our error lines) moves to a duplicate of the
+    original stderr, so only native chatter (oneDNN, SentencePiece, CUDA probing) is lost.
+    Skipped when ``KT_VERBOSE_TF`` is set.
+    """
+    if os.environ.get("KT_VERBOSE_TF"):
+        return
+    sys.stderr.flush()
+    python_stderr = open(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stderr = python_stderr
+    from absl import logging as absl_logging
+
+    absl_logging.get_absl_handler().python_handler.stream = python_stderr
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and getattr(handler, "stream", None) is sys.__stderr__:
+            handler.stream = python_stderr
+
+
 def quietly():
     """A context that silences C++ stderr output (unless ``KT_VERBOSE_TF`` is set)."""
     return contextlib.nullcontext() if os.environ.get("KT_VERBOSE_TF") else _stderr_to_devnull()

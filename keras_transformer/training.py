@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from typing import Optional
 
 import keras
@@ -131,7 +132,8 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     is_chief, task_id = _is_chief(strategy)
     if is_chief:
         write_recipe(recipe, workdir)
-    logging.info("Resolved recipe:\n%s", recipe.to_json())
+    if is_chief and verbose != 0:
+        print(f"resolved recipe (also in {os.path.join(workdir, RECIPE_FILE)}):\n{recipe.to_json()}", flush=True)
     keras.utils.set_random_seed(t.seed)
 
     if datasets is None:
@@ -142,6 +144,8 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         train_ds, eval_ds = datasets
     if t.eval_batches and eval_ds is not None:
         eval_ds = eval_ds.take(t.eval_batches)
+    if eval_ds is not None:
+        eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_ds = train_ds.with_options(options)
@@ -168,6 +172,9 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
     start = time.time()
+    # Keras warns when a dataset of unknown length ends (our validation pass) and about `shuffle`.
+    warnings.filterwarnings("ignore", message=".*ran out of data.*")
+    warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed.*")
     history = model.fit(
         train_ds,
         validation_data=eval_ds,
@@ -189,6 +196,17 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         with open(os.path.join(workdir, "train_summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def steps_for_epochs(recipe: Recipe, workdir: str, data_dir: Optional[str], epochs: int) -> int:
+    """Parameter updates in ``epochs`` passes over the training corpus (batches per pass counted once)."""
+    from keras_transformer.data import batching, corpora, tokenizer
+
+    tok = tokenizer.get_or_train(recipe, workdir, data_dir)
+    pairs, _ = corpora.load_split(recipe.data, recipe.data.train_split, data_dir)
+    one_pass = batching.make_batches(pairs, tok, recipe.data, training=True, repeat=False)
+    batches = int(one_pass.reduce(0, lambda n, _: n + 1))
+    return max(1, epochs * batches // recipe.train.gradient_accumulation_steps)
 
 
 def weights_digest(model) -> str:

@@ -31,7 +31,6 @@ RECIPE = Recipe(
         train_steps=8000,
         warmup_steps=1000,
         learning_rate_scale=2.0,
-        steps_per_epoch=500,
         checkpoint_every=500,
         keep_checkpoints=5,
         eval_batches=0,

@@ -26,7 +26,6 @@ RECIPE = Recipe(
         train_steps=300,
         warmup_steps=100,  # short run: reach the peak learning rate early
         learning_rate_scale=2.0,
-        steps_per_epoch=100,
         checkpoint_every=100,
         eval_batches=10,
     ),

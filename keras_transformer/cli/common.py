@@ -25,10 +25,19 @@ def define_data_dir_flag() -> None:
 
 def run(main) -> None:
     """``app.run(main)`` with TensorFlow's devices initialised quietly first."""
-    from keras_transformer.runtime import init_devices
+    from keras_transformer.runtime import init_devices, silence_native_stderr
 
     init_devices()
-    app.run(main)
+    silence_native_stderr()
+
+    def quiet_main(argv):
+        from absl import logging as absl_logging
+
+        if not FLAGS["verbosity"].present:  # --verbosity=0 shows INFO logs
+            absl_logging.set_verbosity(absl_logging.WARNING)
+        return main(argv)
+
+    app.run(quiet_main)
 
 
 def quiet_tensorflow() -> None:
@@ -52,6 +61,15 @@ def load_recipe(name: str):
         return recipes.get(name)
     except ValueError as e:
         fail(str(e))
+
+
+def fail_with(error: Exception) -> None:
+    """Exit with a config/data error; "field: ..." messages become "--field: ..." when that flag exists."""
+    message = str(error)
+    name = message.split(":", 1)[0]
+    if name.isidentifier() and name in FLAGS:
+        message = f"--{message}"
+    fail(message)
 
 
 def fail(message: str) -> None:

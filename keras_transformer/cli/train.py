@@ -57,8 +57,11 @@ def resolve_recipe():
                          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
                          checkpoint_every=FLAGS.checkpoint_every, keep_checkpoints=FLAGS.keep_checkpoints,
                          mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile, seed=FLAGS.seed)
+        from keras_transformer.data import batching
+
+        batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
     except ValueError as e:  # a config field named in the message; flags share the field names
-        common.fail(f"--{e}")
+        common.fail_with(e)
     return dataclasses.replace(recipe, model=model, data=data, train=train)
 
 
@@ -77,7 +80,7 @@ def main(argv):
             recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
         summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy)
     except (ValueError, FileNotFoundError) as e:
-        common.fail(str(e))
+        common.fail_with(e)
     logging.info("Trained to step %d", summary["steps"])
     print(f"trained {recipe.name} to step {summary['steps']} in {FLAGS.workdir}")
 

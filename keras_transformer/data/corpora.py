@@ -66,11 +66,17 @@ class CorpusStats:
 
 
 def resolve_data_dir(flag_value: Union[str, os.PathLike, None] = None) -> Path:
-    """``--data_dir`` if given, else ``$KT_DATA_DIR``, else ``../shared/data`` beside the repository."""
-    if flag_value:
-        return Path(flag_value).expanduser()
-    if os.environ.get("KT_DATA_DIR"):
-        return Path(os.environ["KT_DATA_DIR"]).expanduser()
+    """``--data_dir`` if given, else ``$KT_DATA_DIR``, else ``../shared/data`` beside the repository.
+
+    A directory named by the flag or the variable must exist (Multi30k files missing
+    *inside* an existing directory are downloaded there; a mistyped path is an error).
+    """
+    for source, value in (("--data_dir", flag_value), ("KT_DATA_DIR", os.environ.get("KT_DATA_DIR"))):
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_dir():
+                raise FileNotFoundError(f"{source}: {path} is not a directory")
+            return path
     repo_root = Path(__file__).resolve().parents[2]
     candidate = repo_root.parent / "shared" / "data"
     return candidate if candidate.is_dir() else Path.cwd().parent / "shared" / "data"

@@ -62,11 +62,21 @@ def test_missing_file_names_path(tmp_path, write_lines):
 
 
 def test_resolve_data_dir_precedence(monkeypatch, tmp_path):
+    (tmp_path / "env").mkdir()
+    (tmp_path / "flag").mkdir()
     monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "env"))
     assert corpora.resolve_data_dir(str(tmp_path / "flag")) == tmp_path / "flag"
     assert corpora.resolve_data_dir() == tmp_path / "env"
     monkeypatch.delenv("KT_DATA_DIR")
     assert corpora.resolve_data_dir().parts[-2:] == ("shared", "data")
+
+
+def test_a_mistyped_data_dir_is_an_error_not_a_download(monkeypatch, tmp_path):
+    with pytest.raises(FileNotFoundError, match="--data_dir"):
+        corpora.resolve_data_dir(str(tmp_path / "typo"))
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "typo"))
+    with pytest.raises(FileNotFoundError, match="KT_DATA_DIR"):
+        corpora.resolve_data_dir()
 
 
 def test_text_corpus_prefixes_and_newstest(tmp_path, write_lines):
