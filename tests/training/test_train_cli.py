@@ -27,11 +27,11 @@ def _scalars(logdir, tag):
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory):
-    """Train tiny for 300 steps, SIGKILL the process after its step-100 checkpoint, run the same command again."""
+    """Train tiny for 300 steps, SIGKILL the process after its step-200 checkpoint, run the same command again."""
     workdir = tmp_path_factory.mktemp("train") / "run"
     command = TRAIN + [f"--workdir={workdir}", "--train_steps=300", "--checkpoint_every=100", "--seed=7"]
     first = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    index = workdir / "checkpoints" / "ckpt-100.index"
+    index = workdir / "checkpoints" / "ckpt-200.index"
     deadline = time.time() + 400
     while not index.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.5)
@@ -48,7 +48,7 @@ def killed_and_resumed(tmp_path_factory):
 def test_restart_resumes_at_the_last_checkpoint_and_finishes(killed_and_resumed):
     workdir, second = killed_and_resumed
     summary = json.loads((workdir / "train_summary.json").read_text())
-    assert summary["resumed_from"] >= 100  # not from zero
+    assert summary["resumed_from"] >= 200  # not from zero
     assert summary["steps"] == 300
     assert f"trained tiny to step 300" in second.stdout
     # Every kept checkpoint restores cleanly (no corrupt file).
