@@ -156,7 +156,7 @@ def _find(prefix: Path, lang: str) -> Optional[Path]:
     return None
 
 
-def _local_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path]:
+def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path]:
     """The (source, target) files of a local-text split, downloading Multi30k if needed."""
     langs = (cfg.source_lang, cfg.target_lang)
     if split.startswith("newstest"):
@@ -196,7 +196,7 @@ def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{TFDS_NAMES[cfg.corpus]}:{split}"
     else:
-        files = _local_files(cfg, split, resolve_data_dir(data_dir))
+        files = split_files(cfg, split, resolve_data_dir(data_dir))
         text = "|".join(f"{p.resolve()}:{p.stat().st_size}" for p in sorted(files))
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
@@ -238,7 +238,7 @@ def load_split(cfg: DataConfig, split: str, data_dir=None) -> Tuple[tf.data.Data
     """
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         return _load_tfds(cfg, split)
-    source_path, target_path = _local_files(cfg, split, resolve_data_dir(data_dir))
+    source_path, target_path = split_files(cfg, split, resolve_data_dir(data_dir))
     sources, targets, stats = read_parallel_files(source_path, target_path)
     pairs = tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string, shape=[len(sources)]), tf.constant(targets, tf.string, shape=[len(targets)]))
