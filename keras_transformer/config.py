@@ -127,6 +127,7 @@ class TrainConfig:
     checkpoint_every: int = 1000  # steps between checkpoints; also the validation cadence (one Keras epoch)
     keep_checkpoints: int = 5  # §6.1 averages the last 5
     eval_batches: int = 50  # validation batches per epoch; 0 -> whole eval split
+    bleu_samples: int = 0  # dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 -> off
     mixed_precision: bool = False
     jit_compile: bool = False
     seed: int = 1
@@ -140,6 +141,7 @@ class TrainConfig:
         _require(self.checkpoint_every > 0, "checkpoint_every", "must be positive")
         _require(self.keep_checkpoints > 0, "keep_checkpoints", "must be positive")
         _require(self.eval_batches >= 0, "eval_batches", "must be >= 0")
+        _require(self.bleu_samples >= 0, "bleu_samples", "must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,15 +182,21 @@ class Recipe:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Recipe":
+        """Inverse of ``to_dict``. Fields this version does not know (from older recipe files) are ignored."""
         data = dict(d["data"])
         if data.get("bucket_boundaries") is not None:
             data["bucket_boundaries"] = tuple(data["bucket_boundaries"])
+
+        def build(config_cls, values):
+            known = {f.name for f in dataclasses.fields(config_cls)}
+            return config_cls(**{k: v for k, v in values.items() if k in known})
+
         return cls(
             name=d["name"],
-            model=ModelConfig(**d["model"]),
-            data=DataConfig(**data),
-            train=TrainConfig(**d["train"]),
-            decode=DecodeConfig(**d["decode"]),
+            model=build(ModelConfig, d["model"]),
+            data=build(DataConfig, data),
+            train=build(TrainConfig, d["train"]),
+            decode=build(DecodeConfig, d["decode"]),
             description=d.get("description", ""),
         )
 

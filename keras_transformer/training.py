@@ -139,9 +139,10 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     if datasets is None:
         from keras_transformer.data import build_datasets
 
-        train_ds, eval_ds, _ = build_datasets(recipe, workdir, data_dir, num_replicas=strategy.num_replicas_in_sync)
+        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, num_replicas=strategy.num_replicas_in_sync)
     else:
         train_ds, eval_ds = datasets
+        tok = None
     if t.eval_batches and eval_ds is not None:
         eval_ds = eval_ds.take(t.eval_batches)
     if eval_ds is not None:
@@ -171,6 +172,13 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
                                         log_lines=not interactive and verbose != 0),
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
+    if t.bleu_samples and is_chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
+        from keras_transformer.bleu_callback import DevBleu
+        from keras_transformer.data import tokenizer as tokenizer_lib
+
+        tok = tok or tokenizer_lib.get_or_train(recipe, workdir, data_dir)
+        callbacks.append(DevBleu.from_eval_split(recipe, tok, os.path.join(workdir, "tensorboard"), t.bleu_samples,
+                                                 data_dir))
     start = time.time()
     # Keras warns when a dataset of unknown length ends (our validation pass) and about `shuffle`.
     warnings.filterwarnings("ignore", message=".*ran out of data.*")

@@ -36,3 +36,11 @@ def test_recipe_json_round_trip(name):
 def test_unknown_recipe_lists_known_ones():
     with pytest.raises(ValueError, match="base"):
         recipes.get("nope")
+
+
+def test_recipe_files_of_older_versions_still_load():
+    import json
+
+    d = json.loads(recipes.get("tiny").to_json())
+    d["train"]["steps_per_epoch"] = 100  # a field older versions wrote
+    assert Recipe.from_dict(d) == recipes.get("tiny")

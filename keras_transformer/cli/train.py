@@ -36,6 +36,7 @@ flags.DEFINE_integer("keep_checkpoints", None, "Keep the last K checkpoints.")
 flags.DEFINE_boolean("mixed_precision", None, "bfloat16 compute (mixed_bfloat16 policy).")
 flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step.")
 flags.DEFINE_integer("seed", None, "Random seed.")
+flags.DEFINE_integer("bleu_samples", None, "Dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 = off.")
 FLAGS = flags.FLAGS
 
 
@@ -56,7 +57,8 @@ def resolve_recipe():
                          learning_rate_scale=FLAGS.learning_rate_scale, label_smoothing=FLAGS.label_smoothing,
                          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
                          checkpoint_every=FLAGS.checkpoint_every, keep_checkpoints=FLAGS.keep_checkpoints,
-                         mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile, seed=FLAGS.seed)
+                         mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile, seed=FLAGS.seed,
+                         bleu_samples=FLAGS.bleu_samples)
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work

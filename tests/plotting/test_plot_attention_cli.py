@@ -1,0 +1,50 @@
+"""kt-plot-attention on a small work directory made here (recipe.json, one checkpoint, tokenizer), and on a recipe."""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+import recipes
+from keras_transformer import training
+from keras_transformer.callbacks import CheckpointState
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(*args):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.Popen([sys.executable, "-m", "keras_transformer.cli.plot_attention", *args], cwd=REPO_ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr[-3000:]
+    return stdout.strip()
+
+
+def test_plots_attention_of_a_work_directory_and_a_learning_rate_curve(small_config, small_tokenizer, tmp_path):
+    out = tmp_path / "png"
+    learning_rate = _start("--learning_rate_schedule", "--recipe=base", f"--output_dir={out}")  # runs meanwhile
+
+    workdir = tmp_path / "run"
+    recipe = dataclasses.replace(recipes.get("tiny"), model=small_config)
+    training.write_recipe(recipe, str(workdir))
+    model = training.compile_model(recipe)  # saved as training saves it: model and optimizer
+    CheckpointState(model, str(workdir / "checkpoints")).save(7)
+    (workdir / "tokenizer").mkdir()
+    shutil.copy(small_tokenizer.model_path, workdir / "tokenizer" / "words.model")
+    attention = _start(f"--model={workdir}", "--sentence=two men play football",
+                       "--reference=zwei männer spielen fußball", f"--output_dir={out}")
+
+    lines = _finish(attention).splitlines()
+    assert lines[:2] == ["source: two men play football", "target: zwei männer spielen fußball"]
+    assert lines[2:] == [str(out / f"{kind}_layer{i}.png") for kind, i in
+                         (("encoder", 1), ("encoder", 2), ("decoder", 1), ("cross", 1))]
+    assert all(Image.open(path).format == "PNG" for path in lines[2:])
+    assert _finish(learning_rate) == str(out / "learning_rate_base.png")
