@@ -86,12 +86,12 @@ class Transformer(keras.Model):
         self_mask = masks.decoder_self_mask(target_in_ids)
         maps = {"encoder": [], "decoder": [], "cross": []}
         x = self._embed(source_ids)
-        for layer in self.encoder.layers_:
+        for layer in self.encoder.blocks:
             maps["encoder"].append(layer.self_attention.attention_weights(x, x, source_mask))
             x = layer(x, source_mask)
         memory = self.encoder._finish(x)
         y = self._embed(target_in_ids)
-        for layer in self.decoder.layers_:
+        for layer in self.decoder.blocks:
             maps["decoder"].append(layer.self_attention.attention_weights(y, y, self_mask))
             h = layer.self_attention_residual(y, sublayer_fn=lambda z: layer.self_attention(z, z, self_mask))
             maps["cross"].append(layer.cross_attention.attention_weights(h, memory, source_mask))

@@ -54,7 +54,7 @@ class Decoder(_Stack):
 
     def call(self, y, memory, self_mask, memory_mask, training=None):
         """y [B, T, D] (embedded shifted target) -> [B, T, D]."""
-        for layer in self.layers_:
+        for layer in self.blocks:
             y = layer(y, memory, self_mask, memory_mask, training=training)
         return self._finish(y)
 
@@ -62,7 +62,7 @@ class Decoder(_Stack):
         """A list (one per layer) of dicts of tensors; self-attention buffers start at zero."""
         cache = []
         b = ops.shape(memory)[0]
-        for layer in self.layers_:
+        for layer in self.blocks:
             attn = layer.self_attention
             memory_k, memory_v = layer.cross_attention.project_key_value(memory)  # [B, H, S, d_k], [B, H, S, d_v]
             cache.append({
@@ -76,7 +76,7 @@ class Decoder(_Stack):
     def step(self, y, cache, step, memory_mask):
         """y [B, 1, D] at position ``step`` -> ([B, 1, D], updated cache)."""
         new_cache = []
-        for layer, layer_cache in zip(self.layers_, cache):
+        for layer, layer_cache in zip(self.blocks, cache):
             y, layer_cache = layer.step(y, layer_cache, step, memory_mask)
             new_cache.append(layer_cache)
         return self._finish(y), new_cache

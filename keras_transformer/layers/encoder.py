@@ -33,6 +33,19 @@ class _Block(keras.layers.Layer):
     def _sublayer(self, name):
         return SublayerConnection(self.dropout, self.norm, self.layer_norm_epsilon, name=name, dtype=self.dtype_policy)
 
+    def build(self, input_shape):
+        """Build every sub-layer here (not inside the residual wrappers), so weights get flat paths."""
+        for sublayer in self._own_sublayers:
+            if isinstance(sublayer, MultiHeadAttention):
+                sublayer.build(input_shape, input_shape)
+            else:
+                sublayer.build(input_shape)
+        self.built = True
+
+    @property
+    def _own_sublayers(self):
+        return [v for v in vars(self).values() if isinstance(v, keras.layers.Layer)]
+
     def get_config(self):
         config = super().get_config()
         config.update({name: getattr(self, name) for name in BLOCK_ARGS})
@@ -64,12 +77,18 @@ class _Stack(keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_layers = num_layers
         self.block_kwargs = block_kwargs
-        self.layers_ = [self.layer_class(**block_kwargs, name=f"layer_{i}", dtype=self.dtype_policy)
-                        for i in range(num_layers)]
+        # One attribute per layer (not a list): tf.train.Checkpoint tracks attributes, not Keras-wrapped lists.
+        for i in range(num_layers):
+            setattr(self, f"layer_{i}", self.layer_class(**block_kwargs, name=f"layer_{i}", dtype=self.dtype_policy))
         self.final_norm = None
         if block_kwargs.get("norm", "post") == "pre":
             self.final_norm = keras.layers.LayerNormalization(
                 epsilon=block_kwargs.get("layer_norm_epsilon", 1e-6), name="final_norm", dtype=self.dtype_policy)
+
+    @property
+    def blocks(self):
+        """The N layers, bottom to top."""
+        return [getattr(self, f"layer_{i}") for i in range(self.num_layers)]
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x
@@ -86,6 +105,6 @@ class Encoder(_Stack):
 
     def call(self, x, mask, training=None):
         """x [B, S, D] (embedded source), mask [B, 1, 1, S] -> memory [B, S, D]."""
-        for layer in self.layers_:
+        for layer in self.blocks:
             x = layer(x, mask, training=training)
         return self._finish(x)

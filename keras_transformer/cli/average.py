@@ -1,0 +1,45 @@
+"""kt-average: average the last N checkpoints of a training run into one (§6.1: the last 5).
+
+    kt-average --model=runs/multi30k --num=5      # -> runs/multi30k/averaged/ckpt-<last step>
+
+Then translate or export it with --checkpoint=averaged.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import flags
+
+from keras_transformer.cli import common
+
+flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/).")
+flags.DEFINE_integer("num", None, "How many of the latest checkpoints to average (default: the recipe's, 5).")
+flags.DEFINE_string("output_dir", None, "Where the average goes (default: WORKDIR/averaged).")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    if not FLAGS.model:
+        common.fail("--model: required (a training work directory)")
+    if FLAGS.num is not None and FLAGS.num < 1:
+        common.fail(f"--num: must be >= 1, got {FLAGS.num}")
+    from keras_transformer import checkpoints, training
+
+    try:
+        num = FLAGS.num or training.read_recipe(FLAGS.model).decode.average_checkpoints
+        path = checkpoints.average_checkpoints(FLAGS.model, num, FLAGS.output_dir)
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(f"--model: {e}")
+    with open(f"{path}.json") as f:
+        steps = json.load(f)["steps"]
+    print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {path}")
+
+
+def run():
+    common.run(main)
+
+
+if __name__ == "__main__":
+    run()

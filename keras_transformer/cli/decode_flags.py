@@ -1,0 +1,56 @@
+"""Flags shared by the inference entry points (kt-translate, kt-evaluate): which model, how to decode."""
+
+from __future__ import annotations
+
+from absl import flags
+
+from keras_transformer.cli import common
+
+FLAGS = flags.FLAGS
+
+
+def define_model_flags(required: bool = True) -> None:
+    flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory."
+                        + ("" if required else " Not needed with --hypothesis_file."))
+    flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average) or a "
+                        "checkpoint path prefix.")
+    common.define_data_dir_flag()
+
+
+def define_decode_flags() -> None:
+    flags.DEFINE_integer("beam_size", None, "Beam size K (default: the recipe's, 4 as in §6.1).")
+    flags.DEFINE_float("alpha", None, "Length penalty α (default: the recipe's, 0.6 as in §6.1).")
+    flags.DEFINE_integer("extra_length", None, "Max output length = source length + this (default: 50, §6.1).")
+    flags.DEFINE_integer("batch_size", 32, "Sentences per batch (batches are formed by length; order is kept).")
+
+
+def check_decode_flags() -> None:
+    """Exit with one line naming the flag when a decoding option is out of range."""
+    if FLAGS.beam_size is not None and FLAGS.beam_size < 1:
+        common.fail(f"--beam_size: must be >= 1, got {FLAGS.beam_size}")
+    if FLAGS.alpha is not None and FLAGS.alpha < 0:
+        common.fail(f"--alpha: must be >= 0, got {FLAGS.alpha}")
+    if FLAGS.extra_length is not None and FLAGS.extra_length < 0:
+        common.fail(f"--extra_length: must be >= 0, got {FLAGS.extra_length}")
+    if FLAGS.batch_size < 1:
+        common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
+
+
+def load_translator():
+    """The translator named by --model/--checkpoint, or exit with one line naming the problem."""
+    if not FLAGS.model:
+        common.fail("--model: required (a SavedModel directory or a training work directory)")
+    from keras_transformer import inference
+
+    try:
+        return inference.load_translator(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
+
+
+def translate(translator, lines):
+    """(translations, scores) of lines with the decoding flags."""
+    from keras_transformer import inference
+
+    return inference.translate_lines(translator, lines, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                                     FLAGS.extra_length)

@@ -1,0 +1,81 @@
+"""kt-evaluate: translate a test set and score it with sacrebleu (BLEU and chrF, with signatures).
+
+    kt-evaluate --model=saved_models/multi30k_en_de --source=test.en.gz --reference=test.de.gz [--json]
+    kt-evaluate --hypothesis_file=hyp.de --reference=test.de            # score a file, no model
+
+Default scores are on detokenized, cased text (sacrebleu's defaults, tok:13a).
+--tokenized_bleu gives the lower-cased, tokenized variant older papers report
+(tokenize=intl, lowercase; see keras_transformer.evaluation). With --json the
+last line is one JSON object with bleu, chrf and signature.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from absl import flags
+
+from keras_transformer.cli import common, decode_flags
+
+decode_flags.define_model_flags(required=False)
+decode_flags.define_decode_flags()
+flags.DEFINE_string("source", None, "Source sentences, one per line (plain or .gz).")
+flags.DEFINE_string("reference", None, "Reference translations, aligned with --source (plain or .gz).")
+flags.DEFINE_string("hypotheses", None, "Also write the model's translations to this file.")
+flags.DEFINE_string("hypothesis_file", None, "Score this existing file of translations instead of running a model.")
+flags.DEFINE_boolean("tokenized_bleu", False,
+                     "Lower-cased, tokenized BLEU/chrF (tok:intl, case:lc) as in older papers.")
+flags.DEFINE_boolean("json", False, "End with one line of JSON: bleu, chrf, signature, ...")
+FLAGS = flags.FLAGS
+
+
+def _read(flag: str):
+    from keras_transformer import evaluation
+
+    path = getattr(FLAGS, flag)
+    if not path:
+        common.fail(f"--{flag}: required")
+    try:
+        return evaluation.read_text(path)
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(f"--{flag}: {e}")
+
+
+def main(argv):
+    del argv
+    decode_flags.check_decode_flags()
+    from keras_transformer import evaluation, inference
+
+    references = _read("reference")
+    extra = {}
+    if FLAGS.hypothesis_file:
+        if FLAGS.model or FLAGS.source:
+            common.fail("--hypothesis_file: scores an existing file; do not also give --model/--source")
+        hypotheses = _read("hypothesis_file")
+    else:
+        sources = _read("source")
+        if len(sources) != len(references):
+            common.fail(f"--reference: {len(references)} lines but --source has {len(sources)}")
+        translator = decode_flags.load_translator()
+        start = time.time()
+        hypotheses, _ = decode_flags.translate(translator, sources)
+        extra = dict(model=translator.description, seconds=round(time.time() - start, 2))
+        if FLAGS.hypotheses:
+            inference.write_lines(FLAGS.hypotheses, hypotheses)
+    try:
+        scores = evaluation.score(hypotheses, references, lowercase_tokenized=FLAGS.tokenized_bleu)
+    except ValueError as e:
+        common.fail(f"--{'hypothesis_file' if FLAGS.hypothesis_file else 'reference'}: {e}")
+    for line in evaluation.format_scores(scores):
+        print(line)
+    if FLAGS.json:
+        print(json.dumps(dict(scores, **extra), sort_keys=True))
+
+
+def run():
+    common.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,157 @@
+"""A translator as a ``tf.Module``, exported as a SavedModel (text in -> text out) for TF Serving.
+
+    Translator(model, tokenizer, recipe)   the module; also used directly for checkpoint inference
+    export(model, tokenizer, recipe, export_dir, with_text=True, info=None) -> export_dir
+
+Signatures (TF signatures cannot have optional inputs, so the decoding
+options come in two flavours: fixed at the recipe's §6.1 values — beam 4,
+α = 0.6, max output = source length + 50 — or given as scalar tensors):
+
+    serving_default             inputs [B] string
+        -> translations [B] string (best hypothesis, detokenized), scores [B] float32,
+           nbest_translations [B, K] string, nbest_scores [B, K] float32 (best first)
+    translate_with_options      inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
+        -> the same outputs
+    translate_ids               source_ids [B, S] int32 -> sequences [B, K, T] int32, scores [B, K] float32
+    translate_ids_with_options  source_ids, beam_size, alpha, extra_length -> the same outputs
+
+``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after.
+``sequences`` hold no BOS, include EOS and are PAD after it. Scores are
+log P(Y|X) / lp(Y) (``keras_transformer.decoding``).
+
+Long inputs are truncated, never rejected: a source longer than
+``max_source_length = min(recipe.data.max_length, recipe.model.max_length)``
+tokens (EOS included; the longest source seen in training) keeps its first
+``max_source_length - 1`` subwords followed by EOS. The output may then be
+up to ``max_source_length + extra_length`` tokens (at most model.max_length).
+Empty and whitespace-only inputs become the source [EOS].
+
+The SentencePiece model runs in the graph (tensorflow-text). Its op takes the
+model bytes as an attribute, so they are embedded in ``saved_model.pb``; the
+same file is also written to ``assets/`` (with ``export.json``: recipe,
+checkpoint, max_source_length, decoding defaults) so that the directory
+describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
+but loading a SavedModel registers every function in it, so a server without
+tensorflow-text needs an export made with ``with_text=False``
+(``kt-export --ids_only``), which has only those two signatures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import types
+from typing import Optional
+
+import tensorflow as tf
+
+from keras_transformer import EOS_ID, PAD_ID
+from keras_transformer.config import Recipe
+from keras_transformer.decoding import translate_ids as beam_translate_ids
+
+TEXT_SIGNATURES = ("serving_default", "translate_with_options")
+IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
+EXPORT_INFO = "export.json"
+
+_STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
+_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+_OPTIONS = (tf.TensorSpec([], tf.int32, name="beam_size"), tf.TensorSpec([], tf.float32, name="alpha"),
+            tf.TensorSpec([], tf.int32, name="extra_length"))
+
+
+def max_source_length(recipe: Recipe) -> int:
+    """Longest source (EOS included) the translator feeds the model: the training filter's limit."""
+    return min(recipe.data.max_length, recipe.model.max_length)
+
+
+def truncate_source(source_ids, max_length: int):
+    """source_ids [B, S] (ids, EOS, PAD) -> [B, min(S, max_length)]: rows too long keep max_length - 1 ids + EOS."""
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)  # [B]
+    cut = source_ids[:, :max_length]  # [B, S']
+    at_last = tf.equal(tf.range(tf.shape(cut)[1]), max_length - 1)[None, :]  # [1, S']
+    return tf.where(at_last & (lengths > max_length)[:, None], EOS_ID, cut)  # [B, S']
+
+
+class Translator(tf.Module):
+    """Beam-search translation of raw strings or ids with one model and its tokenizer (§6.1)."""
+
+    def __init__(self, model, tokenizer, recipe: Recipe, with_text: bool = True, name: str = "translator"):
+        super().__init__(name=name)
+        # The SavedModel tracks the tf.Variables inside the Keras 3 variables, not the Keras model: tracking the
+        # model saves each weight twice and leaves the handles the functions read uninitialised under TF1-style
+        # loaders (saved_model_cli run, TF Serving). The model itself is held out of the trackable graph.
+        self._untracked = types.SimpleNamespace(model=model)
+        self.model_variables = [v.value for v in model.variables]
+        if not all(isinstance(v, tf.Variable) for v in self.model_variables):
+            raise TypeError("model: expected Keras variables backed by tf.Variable (the TensorFlow backend)")
+        self._tokenizer = tokenizer if with_text else None
+        self._max_source_length = max_source_length(recipe)
+        self._defaults = (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length)
+        self.translate_ids_with_options = tf.function(self._translate_ids, input_signature=[_IDS, *_OPTIONS])
+        self.translate_ids = tf.function(lambda source_ids: self._translate_ids(source_ids, *self._defaults),
+                                         input_signature=[_IDS])
+        if with_text:
+            self.translate_with_options = tf.function(self._translate_text, input_signature=[_STRINGS, *_OPTIONS])
+            self.serving_default = tf.function(lambda inputs: self._translate_text(inputs, *self._defaults),
+                                               input_signature=[_STRINGS])
+
+    @property
+    def model(self):
+        return self._untracked.model
+
+    @property
+    def max_source_length(self) -> int:
+        return self._max_source_length
+
+    def encode(self, inputs):
+        """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after (not yet truncated)."""
+        pieces = self._tokenizer.tokenize(inputs)  # [B, (n)]
+        eos = tf.fill([pieces.nrows(), 1], EOS_ID)  # [B, 1]
+        return tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)  # [B, S]
+
+    def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
+        source_ids = truncate_source(source_ids, self._max_source_length)  # [B, S]
+        sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length)
+        return {"sequences": sequences, "scores": scores}  # [B, K, T], [B, K]
+
+    def _translate_text(self, inputs, beam_size, alpha, extra_length):
+        result = self._translate_ids(self.encode(inputs), beam_size, alpha, extra_length)
+        sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
+        shape = tf.shape(sequences)
+        flat = tf.reshape(sequences, [shape[0] * shape[1], shape[2]])  # [B*K, T]
+        nbest = tf.reshape(self._tokenizer.detokenize(flat), shape[:2])  # [B, K]
+        return {"translations": nbest[:, 0], "scores": scores[:, 0], "nbest_translations": nbest,
+                "nbest_scores": scores}
+
+    def signatures(self) -> dict:
+        """{name: tf.function with an input signature}; traced by ``tf.saved_model.save`` (it retraces anyway)."""
+        names = (TEXT_SIGNATURES if self._tokenizer is not None else ()) + IDS_SIGNATURES
+        return {name: getattr(self, name) for name in names}
+
+
+def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True, info: Optional[dict] = None) -> str:
+    """Write the translator SavedModel (see the module docstring) to ``export_dir``; returns it.
+
+    ``info`` (e.g. {"checkpoint": path}) is added to ``assets/export.json``.
+    """
+    translator = Translator(model, tokenizer, recipe, with_text=with_text)
+    description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
+                       decode=dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha,
+                                   extra_length=recipe.decode.extra_length),
+                       signatures=list(translator.signatures()),
+                       truncation="sources longer than max_source_length tokens (EOS included) keep their first "
+                                  "max_source_length - 1 subwords, then EOS")
+    with tempfile.TemporaryDirectory() as staging:
+        info_path = os.path.join(staging, EXPORT_INFO)
+        with open(info_path, "w") as f:
+            json.dump(description, f, indent=2, sort_keys=True)
+        translator.export_info = tf.saved_model.Asset(info_path)
+        if with_text:
+            spm_path = os.path.join(staging, os.path.basename(tokenizer.model_path))
+            shutil.copyfile(tokenizer.model_path, spm_path)
+            translator.tokenizer_model = tf.saved_model.Asset(spm_path)
+        tf.saved_model.save(translator, str(export_dir), signatures=translator.signatures())
+    return str(export_dir)

@@ -1,0 +1,33 @@
+"""Helpers for the inference tests: the tiny recipe and running an entry point."""
+
+import dataclasses
+import subprocess
+import sys
+
+import recipes
+from tests.conftest import REPO_ROOT
+
+VOCAB = 400  # 256 byte pieces + 4 reserved + ~76 characters, plus some merges
+MAX_SOURCE = 24  # recipe.data.max_length: sources are cut to 23 subwords + EOS
+
+
+def inference_recipe():
+    tiny = recipes.get("tiny")
+    return dataclasses.replace(
+        tiny,
+        name="tiny_inference",
+        model=dataclasses.replace(tiny.model, vocab_size=VOCAB, d_model=32, d_ff=64, num_heads=2,
+                                  num_encoder_layers=1, num_decoder_layers=1, max_length=96),
+        data=dataclasses.replace(tiny.data, max_length=MAX_SOURCE),
+        train=dataclasses.replace(tiny.train, train_steps=12, checkpoint_every=4, keep_checkpoints=5,
+                                  eval_batches=1, warmup_steps=4),
+    )
+
+
+def run_cli(module, *args, stdin=None, check=True, timeout=240):
+    """``python -m keras_transformer.cli.<module> args`` -> CompletedProcess (text)."""
+    result = subprocess.run([sys.executable, "-m", f"keras_transformer.cli.{module}", *args], cwd=REPO_ROOT,
+                            input=stdin, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result

@@ -1,0 +1,166 @@
+"""The exported translator: a fresh process reproduces eager beam search exactly; serving inputs never crash."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from keras_transformer import EOS_ID, PAD_ID, checkpoints, export
+from keras_transformer.decoding import translate_ids
+from tests.conftest import REPO_ROOT
+from tests.inference.support import MAX_SOURCE
+
+BIN = f"{sys.prefix}/bin"
+LONG = " ".join(["a man rides a red bicycle"] * 334)[:11000]  # 2,000 words
+SENTENCES = ["A man in an orange hat starring at something.", "", "   ", LONG,
+             "Двое мужчин стоят у воды.", "一个男人在骑自行车。", "People are fixing the roof of a house."]
+
+# Runs in a fresh interpreter that imports only TensorFlow (and, after the first checks, tensorflow-text).
+FRESH = textwrap.dedent("""
+    import json, sys
+    import tensorflow as tf
+    full, ids_only, request = sys.argv[1:4]
+    request = json.loads(request)
+    try:
+        tf.saved_model.load(full)
+        without_text = "loaded"
+    except Exception as e:  # the text signatures need the tensorflow-text ops
+        without_text = type(e).__name__ + ": " + str(e).splitlines()[0]
+    ids = tf.saved_model.load(ids_only).signatures["translate_ids"](source_ids=tf.constant(request["ids"]))
+    import tensorflow_text  # noqa: F401
+    loaded = tf.saved_model.load(full)
+    text = loaded.signatures["serving_default"](inputs=tf.constant(request["strings"]))
+    print(json.dumps({
+        "without_text": without_text,
+        "ids_only_sequences": ids["sequences"].numpy().tolist(),
+        "translations": [t.decode("utf-8") for t in text["translations"].numpy()],
+        "scores": text["scores"].numpy().tolist(),
+        "nbest_scores": text["nbest_scores"].numpy().tolist(),
+        "project_imported": sorted(m for m in sys.modules if m.startswith("keras_transformer")),
+    }))
+""")
+
+
+def _source_ids(tokenizer, strings):
+    """The translator's source rule, written out independently: subwords[:MAX_SOURCE - 1] + EOS, PAD after."""
+    rows = [list(r)[: MAX_SOURCE - 1] + [EOS_ID] for r in tokenizer.tokenize(strings).to_list()]
+    ids = np.full([len(rows), max(map(len, rows))], PAD_ID, np.int32)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    return ids
+
+
+@pytest.fixture(scope="module")
+def eager(trained_workdir):
+    return checkpoints.load_for_inference(trained_workdir)
+
+
+@pytest.fixture(scope="module")
+def ids_only(eager, tmp_path_factory):
+    model, recipe, tokenizer = eager
+    return export.export(model, tokenizer, recipe, tmp_path_factory.mktemp("ids") / "translator", with_text=False)
+
+
+def test_fresh_process_reproduces_eager_beam_search(eager, exported, ids_only):
+    model, recipe, tokenizer = eager
+    ids = _source_ids(tokenizer, SENTENCES)
+    assert ids.shape == (len(SENTENCES), MAX_SOURCE)  # the 2,000-word line is cut to 23 subwords + EOS
+    sequences, scores = translate_ids(model, ids, beam_size=4, alpha=0.6, extra_length=50)  # §6.1, eager
+    expected = [t.decode("utf-8") for t in tokenizer.detokenize(sequences[:, 0]).numpy()]
+
+    request = json.dumps({"strings": SENTENCES, "ids": ids.tolist()})
+    result = subprocess.run([sys.executable, "-c", FRESH, str(exported), ids_only, request], cwd="/",
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["project_imported"] == []
+    assert "SentencepieceOp" in out["without_text"]  # why --ids_only exists
+    np.testing.assert_array_equal(out["ids_only_sequences"], sequences.numpy())
+    assert out["translations"] == expected and len(expected) == len(SENTENCES)
+    np.testing.assert_allclose(out["scores"], scores.numpy()[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(out["nbest_scores"], scores.numpy(), rtol=1e-6)
+    assert (np.diff(scores.numpy(), axis=1) <= 0).all()  # n-best, best first
+
+
+def test_export_directory_describes_itself(exported, trained_workdir, eager):
+    _, recipe, tokenizer = eager
+    info = json.loads((exported / "assets" / "export.json").read_text())
+    assert info["max_source_length"] == MAX_SOURCE and info["decode"] == {"alpha": 0.6, "beam_size": 4,
+                                                                          "extra_length": 50}
+    assert info["signatures"] == ["serving_default", "translate_with_options", "translate_ids",
+                                  "translate_ids_with_options"]
+    assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
+    assert (exported / "assets" / "tiny_inference.model").read_bytes() == tokenizer.model_proto
+
+
+def _op_types(saved_model_dir, signature):
+    """Op types reachable from a signature, through every function it calls."""
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((saved_model_dir / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0].graph_def
+    library = {f.signature.name: f for f in graph.library.function}
+    nodes = {n.name: n for n in graph.node}
+    outputs = proto.meta_graphs[0].signature_def[signature].outputs
+    todo, seen, ops = [nodes[t.name.split(":")[0]] for t in outputs.values()], set(), set()
+    while todo:
+        node = todo.pop()
+        ops.add(node.op)
+        for attr in node.attr.values():
+            names = [attr.func.name] + [f.name for f in attr.list.func]
+            for name in (n for n in names if n in library and n not in seen):
+                seen.add(name)
+                todo.extend(library[name].node_def)
+    return ops
+
+
+def test_translate_ids_graph_has_no_sentencepiece_op(exported):
+    assert "SentencepieceOp" in _op_types(exported, "serving_default")  # the walk does find them
+    for name in ("translate_ids", "translate_ids_with_options"):
+        ops = _op_types(exported, name)
+        assert "While" in ops or "StatelessWhile" in ops  # the beam search is in there
+        assert not [op for op in ops if "entencepiece" in op], name
+
+
+def test_serving_inputs_one_output_each(exported, eager):
+    loaded = tf.saved_model.load(str(exported))
+    serve = loaded.signatures["serving_default"]
+    for text in SENTENCES[1:6]:
+        out = serve(inputs=tf.constant([text]))
+        assert out["translations"].shape == [1] and out["nbest_translations"].shape[0] == 1
+        assert np.isfinite(out["scores"].numpy()).all()
+    out = serve(inputs=tf.constant(SENTENCES))  # a batch mixing all of them
+    assert out["translations"].shape == [len(SENTENCES)] and out["nbest_scores"].shape == [len(SENTENCES), 4]
+    for t in out["translations"].numpy():
+        t.decode("utf-8")  # valid UTF-8 even from byte pieces
+    assert serve(inputs=tf.constant([], tf.string))["translations"].shape == [0]
+    # Options as tensors: beam 1 with α = 0 is greedy (one hypothesis per input).
+    greedy = loaded.signatures["translate_with_options"](inputs=tf.constant(SENTENCES[:2]), beam_size=tf.constant(1),
+                                                         alpha=tf.constant(0.0), extra_length=tf.constant(5))
+    assert greedy["nbest_translations"].shape == [2, 1]
+    # A long id input is cut to max_source_length - 1 ids + EOS: the same output as the cut input.
+    _, _, tokenizer = eager
+    long_ids = tokenizer.tokenize([LONG]).to_list()[0] + [EOS_ID]
+    ids = loaded.signatures["translate_ids"]
+    np.testing.assert_array_equal(ids(source_ids=tf.constant([long_ids]))["sequences"],
+                                  ids(source_ids=tf.constant([long_ids[: MAX_SOURCE - 1] + [EOS_ID]]))["sequences"])
+
+
+def test_saved_model_cli_show_and_run(exported):
+    show = subprocess.run([f"{BIN}/saved_model_cli", "show", "--all", "--dir", str(exported)], capture_output=True,
+                          text=True, timeout=120)
+    assert show.returncode == 0, show.stderr[-2000:]
+    for name in ("serving_default", "translate_with_options", "translate_ids", "translate_ids_with_options"):
+        assert f"signature_def['{name}']" in show.stdout
+    # The stock binary has no tensorflow-text ops; the text signature runs with them loaded (the README's command).
+    run_text = subprocess.run([sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools "
+                               "import saved_model_cli; sys.exit(saved_model_cli.main())", "run", "--dir",
+                               str(exported), "--tag_set", "serve", "--signature_def", "serving_default",
+                               "--input_exprs", 'inputs=["A man is riding a bike.", ""]'],
+                              capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert run_text.returncode == 0, run_text.stderr[-2000:]
+    assert "Result for output key translations" in run_text.stdout and "Result for output key scores" in run_text.stdout
