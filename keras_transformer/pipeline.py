@@ -77,7 +77,8 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         "bleu_tokenized_lowercase": round(tokenized["bleu"], 2),
         "signature_tokenized_lowercase": tokenized["signature"],
         "decode": {"beam_size": recipe.decode.beam_size, "alpha": recipe.decode.alpha,
-                   "extra_length": recipe.decode.extra_length, "averaged_steps": averaged_steps},
+                   "extra_length": recipe.decode.extra_length},
+        "averaged_steps": averaged_steps,
         "samples": dict(zip(samples, translations)),
     }
     with open(os.path.join(export_dir, METADATA_FILE), "w") as f:
