@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from keras_transformer.cli import common  # noqa: E402
 
@@ -30,7 +30,6 @@ flags.DEFINE_integer("train_batches", 10, "Training steps timed for the comparis
 
 def main(argv):
     del argv
-    common.quiet_tensorflow()
     import tensorflow as tf
 
     from keras_transformer.data import batching, corpora, tokenizer
@@ -77,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    common.run(main)

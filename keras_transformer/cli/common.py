@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 
 from absl import app, flags
@@ -38,19 +36,6 @@ def run(main) -> None:
         return main(argv)
 
     app.run(quiet_main)
-
-
-def quiet_tensorflow() -> None:
-    """Keep TensorFlow's and absl's chatter out of normal output."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    try:
-        import tensorflow as tf
-
-        tf.get_logger().setLevel(logging.ERROR)
-        tf.autograph.set_verbosity(0)
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def load_recipe(name: str):

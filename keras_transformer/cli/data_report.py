@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 
-from absl import app, flags
+from absl import flags
 
 from keras_transformer.cli import common
 
@@ -97,7 +97,6 @@ def format_report(r: dict) -> str:
 
 def main(argv):
     del argv
-    common.quiet_tensorflow()
     recipe = common.load_recipe(FLAGS.recipe)
     workdir = FLAGS.workdir or f"runs/{recipe.name}"
     try:
@@ -110,7 +109,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":
