@@ -1,0 +1,191 @@
+"""Training throughput and model FLOP utilisation: our Keras training step against PyTorch's nn.Transformer.
+
+    python bench/bench_train.py                                   # multi30k and base, our variants + torch eager
+    python bench/bench_train.py --variants=graph --torch_compile   # adds torch.compile (minutes to compile)
+    python bench/bench_train.py --recipes=tiny --steps=2 --rounds=1   # smoke run (tests/bench)
+
+Both frameworks train the same architecture (bench/torch_reference.py lists the small differences) on the
+same fixed token-id batches (bench/common.py: multi30k [160, 24] -> [160, 26], a real ~4096-token bucket;
+base [24, 24] -> [24, 26], scaled down from the paper's ~25000 tokens per side so a CPU step takes seconds).
+Our step is ``model.train_on_batch`` on ``training.compile_model(recipe)``: the same ``tf.function`` as
+``fit``'s step (loss, gradients, Adam on Eq. 3, four token metrics), in the variants of --variants:
+
+    graph     jit_compile=False, float32 (the recipes' default)
+    xla       jit_compile=True
+    bf16      mixed_bfloat16 (recipe.train.mixed_precision)
+    xla_bf16  both
+
+PyTorch runs eager and, with --torch_compile, under ``torch.compile`` (minutes of compilation on a small CPU,
+hence off by default). Every candidate is built and run once (tracing, compilation) before timing; then each
+round times --steps steps of every candidate in turn, the order rotated per round, and the figures are medians
+over rounds. "ratio vs torch eager" is the median of the per-round ratios (torch step time / our step time):
+> 1 means we are faster. MFU = train_step_flops (bench/common.py) / step time / the dense matmul peak of the
+variant's compute dtype, measured every round in the same process (best of TensorFlow and NumPy float32; TF
+bfloat16). Threads: TensorFlow intra- and inter-op pools and torch's intra- and inter-op threads all get
+--threads (default os.cpu_count()). libgomp (torch's OpenMP) spin-waits by default, which collapses when another
+process holds a core (a multi30k step took 8-12 s instead of 3.5-4 s on a shared 2-core machine), so
+OMP_WAIT_POLICY=PASSIVE is set unless --notorch_omp_passive. Without torch installed, torch rows say "missing".
+The JSON keeps each candidate's first-step loss ("first_loss"): from random weights both frameworks should start
+near the same label-smoothed loss (a little above ln V), a cheap check that they compute the same objective.
+"""
+
+import gc
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+
+from bench import common  # noqa: E402
+
+flags.DEFINE_list("recipes", ["multi30k", "base"], "Recipes whose model configs to train.")
+flags.DEFINE_list("variants", ["graph", "xla", "bf16"], "Our variants: graph, xla, bf16, xla_bf16.")
+flags.DEFINE_integer("steps", None, "Timed steps per candidate per round (default: 2; 1 for base).")
+flags.DEFINE_integer("rounds", 5, "Rounds of interleaved timing; figures are medians over rounds.")
+flags.DEFINE_string("batch", None, "Batch shape BxSxT for every recipe (default: per recipe, bench/common.py).")
+flags.DEFINE_integer("threads", os.cpu_count(), "Threads for TensorFlow's and torch's pools.")
+flags.DEFINE_float("peak_seconds", 0.5, "Seconds per matmul-peak probe (one probe per round and framework).")
+flags.DEFINE_bool("torch", True, "Include PyTorch when it is installed.")
+flags.DEFINE_bool("torch_compile", False, "Also time torch.compile (slow to compile on a small CPU).")
+flags.DEFINE_bool("torch_omp_passive", True, "Set OMP_WAIT_POLICY=PASSIVE for torch (see the docstring).")
+FLAGS = flags.FLAGS
+
+DEFAULT_STEPS = {"base": 1}
+
+
+def import_torch():
+    """torch with its threads set, or None when it is not installed (CI) or not wanted."""
+    if not FLAGS.torch:
+        return None
+    if FLAGS.torch_omp_passive:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(FLAGS.threads)
+    torch.set_num_interop_threads(FLAGS.threads)
+    return torch
+
+
+def keras_candidate(recipe, variant, batch):
+    """Build, compile and run once (trace) our model; returns (run one step, first loss, parameters)."""
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer.training import compile_model
+
+    model = compile_model(common.variant_recipe(recipe, variant))
+    keras.mixed_precision.set_global_policy("float32")  # compile_model sets mixed_bfloat16 globally
+    source, target_in, target_out = (tf.constant(x) for x in batch)
+    loss = model.train_on_batch((source, target_in), target_out, return_dict=True)["loss"]
+    return lambda: model.train_on_batch((source, target_in), target_out), float(loss), model.count_params()
+
+
+def torch_candidate(recipe, batch, compiled):
+    from bench import torch_reference
+
+    step, parameters = torch_reference.make_train_step(recipe, batch, compile_model=compiled)
+    return step, step(), parameters
+
+
+def bench_recipe(name, torch, peaks):
+    import recipes
+
+    recipe = recipes.get(name)
+    b, s, t = common.batch_shape(name, FLAGS.batch)
+    batch = common.fixed_batch(recipe.model.vocab_size, b, s, t)
+    steps = FLAGS.steps or DEFAULT_STEPS.get(name, 2)
+    target_tokens, flops = int((batch[2] != 0).sum()), common.train_step_flops(recipe.model, b, s, t)
+    rows, candidates = [], {}
+
+    def add(framework, variant, build):
+        row = {"recipe": name, "framework": framework, "variant": variant, "batch": [b, s, t],
+               "target_tokens": target_tokens, "flops_per_step": flops, "status": "ok"}
+        rows.append(row)
+        if build is None:
+            row["status"] = "missing (torch not installed)"
+            return
+        try:
+            step, row["first_loss"], row["parameters"] = build()
+        except Exception as e:  # e.g. torch.compile without a working compiler: report, do not stop
+            row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            return
+        candidates[(framework, variant)] = lambda: [step() for _ in range(steps)]
+
+    for variant in FLAGS.variants:
+        add("keras", variant, lambda: keras_candidate(recipe, variant, batch))
+    torch_variants = ["eager"] + (["compile"] if FLAGS.torch_compile else [])
+    for variant in torch_variants if FLAGS.torch else []:
+        add("pytorch", variant, torch and (lambda: torch_candidate(recipe, batch, variant == "compile")))
+
+    times = common.interleaved(candidates, FLAGS.rounds, between=lambda: update_peaks(peaks))
+    reference = times.get(("pytorch", "eager"))
+    for row in rows:
+        key = (row["framework"], row["variant"])
+        if key not in times:
+            continue
+        step_times = [x / steps for x in times[key]]
+        step_s = common.median(step_times)
+        row.update(step_seconds=round(step_s, 4), round_step_seconds=[round(x, 4) for x in step_times],
+                   target_tokens_per_s=round(target_tokens / step_s, 1),
+                   model_tflops_per_s=round(flops / step_s / 1e12, 5))
+        if reference is not None:
+            row["ratio_vs_torch_eager"] = round(common.median([r / x for r, x in zip(reference, times[key])]), 3)
+    for row in rows:  # the peak is the best seen over all rounds so far
+        if "step_seconds" in row:
+            peak = peaks["bfloat16"] if "bf16" in row["variant"] else peaks["float32"]
+            row["mfu"] = round(flops / row["step_seconds"] / peak, 4)
+    return rows
+
+
+def update_peaks(peaks):
+    measured = common.matmul_peak(seconds=FLAGS.peak_seconds)
+    peaks["float32"] = max(peaks.get("float32", 0.0), measured["tensorflow"], measured["numpy"])
+    peaks["bfloat16"] = max(peaks.get("bfloat16", 0.0), measured["tensorflow_bf16"])
+
+
+def main(argv):
+    del argv
+    unknown = sorted(set(FLAGS.variants) - set(common.VARIANTS))
+    if unknown:
+        raise app.UsageError(f"--variants: unknown {', '.join(unknown)}; expected some of {', '.join(common.VARIANTS)}")
+    common.set_threads(FLAGS.threads)
+    from keras_transformer.runtime import init_devices
+
+    init_devices()
+    torch = import_torch()
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(1)  # once: re-seeding later would make the built tf.functions retrace
+    peaks, rows = {}, []
+    update_peaks(peaks)
+    for name in FLAGS.recipes:
+        rows += bench_recipe(name, torch, peaks)
+        keras.backend.clear_session()
+        gc.collect()
+    versions = {"tensorflow": tf.__version__, "keras": keras.__version__, "torch": torch and torch.__version__}
+    print("\n" + common.header("Training throughput, keras_transformer vs PyTorch nn.Transformer"))
+    print(f"threads {FLAGS.threads}; TF {versions['tensorflow']}, Keras {versions['keras']}, torch "
+          f"{versions['torch'] or 'not installed'}; matmul peak float32 {peaks['float32'] / 1e9:.1f} GFLOP/s, "
+          f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s; medians of {FLAGS.rounds} rounds\n")
+    print(common.markdown_table(
+        ["config", "framework", "variant", "batch B×S→T", "target tokens/s", "step time (s)",
+         "ratio vs torch eager", "MFU"],
+        [[r["recipe"], r["framework"], r["variant"] if r["status"] == "ok" else f"{r['variant']}: {r['status']}",
+          "{}×{}→{}".format(*r["batch"]), common.fmt(r.get("target_tokens_per_s"), 0),
+          common.fmt(r.get("step_seconds"), 3), common.fmt(r.get("ratio_vs_torch_eager")),
+          None if "mfu" not in r else f"{100 * r['mfu']:.1f}%"] for r in rows], right_from=3))
+    print(common.json_line({"bench": "train", "date": common.now(),
+                            "cpu_count": os.cpu_count(), "threads": FLAGS.threads, "versions": versions,
+                            "peak_flops": {k: round(v) for k, v in peaks.items()}, "rounds": FLAGS.rounds,
+                            "results": rows}))
+
+
+if __name__ == "__main__":
+    from keras_transformer.runtime import silence_native_stderr
+
+    silence_native_stderr()  # C++ start-up chatter (CUDA probing); Python errors still reach stderr
+    app.run(main)

@@ -1,0 +1,83 @@
+"""Each benchmark script runs at its smallest settings and ends with a JSON line of the expected shape.
+
+The figures themselves are not checked (benchmarks print figures; they are not timed tests). The three
+scripts run concurrently to keep the whole smoke run short. Without torch installed (CI), bench_train.py
+must still run our side and report the PyTorch row as missing.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+SMOKE = {
+    "train": ["bench/bench_train.py", "--recipes=tiny", "--variants=graph", "--steps=1", "--rounds=1",
+              "--peak_seconds=0.05"],
+    "memory": ["bench/bench_memory.py", "--recipes=tiny", "--train_steps=1", "--decode_batch=2", "--extra_length=2",
+               "--nostartup"],
+    "decode": ["bench/bench_decode.py", "--recipe=tiny", "--num_sentences=2", "--batch_sizes=2", "--extra_length=2"],
+}
+TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """{name: (return code, stdout, stderr)} of every smoke command, run side by side."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+    procs = {name: subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for name, args in SMOKE.items()}
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        out[name] = (proc.returncode, stdout, stderr)
+    return out
+
+
+def _last_json(runs, name):
+    code, stdout, stderr = runs[name]
+    assert code == 0, f"{name}: exit code {code}\n{stderr[-3000:]}"
+    lines = stdout.strip().splitlines()
+    assert any(line.startswith("| ") for line in lines), f"{name}: no markdown table\n{stdout}"
+    return json.loads(lines[-1])
+
+
+def test_bench_train_reports_ours_and_torch_or_missing(runs):
+    result = _last_json(runs, "train")
+    assert result["bench"] == "train" and result["cpu_count"] == os.cpu_count()
+    assert {"date", "threads", "versions", "peak_flops", "results"} <= set(result)
+    rows = {(r["framework"], r["variant"]): r for r in result["results"]}
+    assert set(rows) == {("keras", "graph"), ("pytorch", "eager")}
+    ours = rows["keras", "graph"]
+    assert ours["status"] == "ok" and ours["recipe"] == "tiny" and ours["batch"] == [16, 12, 14]
+    assert ours["target_tokens_per_s"] > 0 and ours["step_seconds"] > 0 and 0 < ours["mfu"]
+    torch_row = rows["pytorch", "eager"]
+    if TORCH_INSTALLED:
+        assert torch_row["status"] == "ok" and torch_row["ratio_vs_torch_eager"] == 1.0
+        assert ours["ratio_vs_torch_eager"] > 0
+        # Identical dimensions: nn.Transformer only adds the final LayerNorm of each stack (2 x 2D, D = 64).
+        assert torch_row["parameters"] - ours["parameters"] == 4 * 64
+    else:
+        assert torch_row["status"].startswith("missing") and "step_seconds" not in torch_row
+        assert "ratio_vs_torch_eager" not in ours and result["versions"]["torch"] is None
+
+
+def test_bench_memory_reports_peaks_of_training_and_decoding(runs):
+    result = _last_json(runs, "memory")
+    assert result["bench"] == "memory" and result["cpu_count"] == os.cpu_count()
+    phases = {r["phase"]: r for r in result["results"]}
+    assert set(phases) == {"train", "decode"}
+    for row in phases.values():
+        assert row["recipe"] == "tiny"
+        assert row["peak_rss_mb"] >= row["rss_after_startup_mb"] > 0
+
+
+def test_bench_decode_reports_both_decoders(runs):
+    result = _last_json(runs, "decode")
+    assert result["bench"] == "decode" and result["beam_size"] == 4
+    assert {r["decoder"] for r in result["results"]} == {"cached", "no-cache"}
+    assert all(r["tokens_per_s"] > 0 for r in result["results"])
