@@ -32,6 +32,7 @@ near the same label-smoothed loss (a little above ln V), a cheap check that they
 import gc
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -92,12 +93,13 @@ def torch_candidate(recipe, batch, compiled):
 
 def bench_recipe(name, torch, peaks):
     import recipes
+    from keras_transformer import PAD_ID
 
     recipe = recipes.get(name)
     b, s, t = common.batch_shape(name, FLAGS.batch)
     batch = common.fixed_batch(recipe.model.vocab_size, b, s, t)
     steps = FLAGS.steps or DEFAULT_STEPS.get(name, 2)
-    target_tokens, flops = int((batch[2] != 0).sum()), common.train_step_flops(recipe.model, b, s, t)
+    target_tokens, flops = int((batch[2] != PAD_ID).sum()), common.train_step_flops(recipe.model, b, s, t)
     rows, candidates = [], {}
 
     def add(framework, variant, build):
@@ -107,11 +109,13 @@ def bench_recipe(name, torch, peaks):
         if build is None:
             row["status"] = "missing (torch not installed)"
             return
+        start = time.perf_counter()
         try:
             step, row["first_loss"], row["parameters"] = build()
         except Exception as e:  # e.g. torch.compile without a working compiler: report, do not stop
             row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
             return
+        row["warmup_seconds"] = round(time.perf_counter() - start, 1)  # build + first step (trace, compile)
         candidates[(framework, variant)] = lambda: [step() for _ in range(steps)]
 
     for variant in FLAGS.variants:

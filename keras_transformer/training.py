@@ -55,8 +55,9 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
 def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None) -> Transformer:
     """Build and compile the model of ``recipe`` in the strategy's scope (§5.3, §5.4)."""
     strategy = strategy or tf.distribute.get_strategy()
-    if recipe.train.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    # bfloat16 compute with float32 variables (mixed_bfloat16): 1.4x the float32 step on this CPU
+    # (bench/bench_train.py); set every time, since the policy is process-global.
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if recipe.train.mixed_precision else "float32")
     with strategy.scope():
         model = build_model(recipe.model)
         model.compile(
@@ -192,6 +193,7 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         callbacks=callbacks,
         verbose=(1 if interactive else 0) if verbose is None else verbose,
     )
+    keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
     steps = kt_callbacks.optimizer_step(model.optimizer)
     summary = {
         "steps": steps,

@@ -75,3 +75,12 @@ def test_summary_file(tiny_recipe, tmp_path):
                    datasets=_datasets(), verbose=0)
     summary = json.loads((tmp_path / "train_summary.json").read_text())
     assert summary["steps"] == 3 and np.isfinite(summary["history"]["loss"][-1])
+
+
+def test_mixed_bfloat16_trains_and_leaves_float32_behind(tiny_recipe, tmp_path):
+    import keras
+
+    recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, mixed_precision=True)
+    summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
+    assert summary["steps"] == 2 and np.isfinite(summary["history"]["loss"][-1])
+    assert keras.mixed_precision.dtype_policy().name == "float32"
