@@ -157,7 +157,8 @@ def count_parameters(config: ModelConfig) -> int:
     norm = 2 * D
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
-    total = config.vocab_size * D + config.num_encoder_layers * encoder_layer + config.num_decoder_layers * decoder_layer
+    total = (config.vocab_size * D + config.num_encoder_layers * encoder_layer
+             + config.num_decoder_layers * decoder_layer)
     if config.positional == "learned":
         total += config.max_length * D
     if config.norm == "pre":

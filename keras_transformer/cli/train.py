@@ -30,13 +30,15 @@ flags.DEFINE_float("dropout", None, "Override P_drop.")
 flags.DEFINE_float("label_smoothing", None, "Override ε_ls.")
 flags.DEFINE_float("learning_rate_scale", None, "Multiplies Eq. 3.")
 flags.DEFINE_integer("warmup_steps", None, "Override warmup_steps of Eq. 3.")
-flags.DEFINE_integer("gradient_accumulation_steps", None, "Micro-batches per update (reach ~25k tokens on a small machine).")
+flags.DEFINE_integer("gradient_accumulation_steps", None,
+                     "Micro-batches per update (reach ~25k tokens on a small machine).")
 flags.DEFINE_integer("checkpoint_every", None, "Save (and validate) every N steps.")
 flags.DEFINE_integer("keep_checkpoints", None, "Keep the last K checkpoints.")
 flags.DEFINE_boolean("mixed_precision", None, "bfloat16 compute (mixed_bfloat16 policy).")
 flags.DEFINE_boolean("jit_compile", None, "XLA-compile the train step.")
 flags.DEFINE_integer("seed", None, "Random seed.")
-flags.DEFINE_integer("bleu_samples", None, "Dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 = off.")
+flags.DEFINE_integer("bleu_samples", None,
+                     "Dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 = off.")
 FLAGS = flags.FLAGS
 
 

@@ -28,7 +28,8 @@ class DecoderLayer(_Block):
 
     def call(self, y, memory, self_mask, memory_mask, training=None):
         """y [B, T, D], memory [B, S, D], self_mask [B, 1, T, T], memory_mask [B, 1, 1, S] -> [B, T, D]."""
-        y = self.self_attention_residual(y, sublayer_fn=lambda h: self.self_attention(h, h, self_mask, training=training), training=training)
+        y = self.self_attention_residual(
+            y, sublayer_fn=lambda h: self.self_attention(h, h, self_mask, training=training), training=training)
         y = self.cross_attention_residual(
             y, sublayer_fn=lambda h: self.cross_attention(h, memory, memory_mask, training=training), training=training)
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)

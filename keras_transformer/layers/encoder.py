@@ -63,7 +63,8 @@ class EncoderLayer(_Block):
 
     def call(self, x, mask, training=None):
         """x [B, S, D], mask [B, 1, 1, S] -> [B, S, D]."""
-        x = self.self_attention_residual(x, sublayer_fn=lambda h: self.self_attention(h, h, mask, training=training), training=training)
+        x = self.self_attention_residual(
+            x, sublayer_fn=lambda h: self.self_attention(h, h, mask, training=training), training=training)
         return self.ffn_residual(x, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
 

@@ -50,7 +50,7 @@ def test_restart_resumes_at_the_last_checkpoint_and_finishes(killed_and_resumed)
     summary = json.loads((workdir / "train_summary.json").read_text())
     assert summary["resumed_from"] >= 200  # not from zero
     assert summary["steps"] == 300
-    assert f"trained tiny to step 300" in second.stdout
+    assert "trained tiny to step 300" in second.stdout
     # Every kept checkpoint restores cleanly (no corrupt file).
     from keras_transformer import training
     from keras_transformer.callbacks import CheckpointState
