@@ -68,6 +68,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         "recipe": recipe.name,
         "step": summary["steps"],
         "train_seconds": round(train_seconds, 1),
+        "stopped_by_time": summary.get("stopped_by_time", False),
         "test_split": recipe.data.test_split,
         "test_sentences": len(sources),
         "bleu": round(cased["bleu"], 2),
@@ -80,6 +81,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
                    "extra_length": recipe.decode.extra_length},
         "averaged_steps": averaged_steps,
         "samples": dict(zip(samples, translations)),
+        "recipe_config": recipe.to_dict(),
     }
     with open(os.path.join(export_dir, METADATA_FILE), "w") as f:
         json.dump(metadata, f, indent=2, ensure_ascii=False)

@@ -166,8 +166,9 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     batches_per_epoch = t.checkpoint_every * accumulation  # one Keras "epoch" = one checkpoint interval
     epochs = math.ceil(t.train_steps / t.checkpoint_every)
     interactive = sys.stdout.isatty()
+    stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60)
     callbacks = [
-        kt_callbacks.StopAtStep(t.train_steps),
+        stop,
         keras.callbacks.TerminateOnNaN(),
         kt_callbacks.TensorBoardScalars(os.path.join(workdir, "tensorboard"), every=max(1, min(50, t.checkpoint_every)),
                                         log_lines=not interactive and verbose != 0),
@@ -195,11 +196,14 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     )
     keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
     steps = kt_callbacks.optimizer_step(model.optimizer)
+    if stop.stopped_by_time:
+        logging.info("Stopped at step %d: --max_train_minutes=%g reached.", steps, t.max_train_minutes)
     summary = {
         "steps": steps,
         "weights_sha256": weights_digest(model),
         "resumed_from": start_step,
         "train_seconds": time.time() - start,
+        "stopped_by_time": stop.stopped_by_time,
         "history": {k: [float(x) for x in v] for k, v in history.history.items()},
     }
     if is_chief:

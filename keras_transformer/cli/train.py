@@ -20,6 +20,7 @@ common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Work directory: checkpoints, TensorBoard logs, tokenizer, resolved recipe.")
 flags.DEFINE_enum("strategy", "mirrored", ["mirrored", "one_device", "multi_worker", "tpu"], "tf.distribute strategy.")
 flags.DEFINE_integer("train_steps", None, "Parameter updates to train for (the paper counts steps).")
+flags.DEFINE_float("max_train_minutes", None, "Stop (and checkpoint) after this much wall time; 0 = no cap.")
 flags.DEFINE_integer("train_epochs", None, "Alternatively: passes over the training corpus.")
 flags.DEFINE_integer("tokens_per_batch", None, "Token budget per side and replica (§5.1: ~25000).")
 flags.DEFINE_integer("d_model", None, "Override d_model.")
@@ -55,7 +56,8 @@ def resolve_recipe():
         model = override(recipe.model, d_model=FLAGS.d_model, d_ff=FLAGS.d_ff, num_heads=FLAGS.num_heads,
                          dropout=FLAGS.dropout, num_encoder_layers=layers, num_decoder_layers=layers)
         data = override(recipe.data, tokens_per_batch=FLAGS.tokens_per_batch)
-        train = override(recipe.train, train_steps=FLAGS.train_steps, warmup_steps=FLAGS.warmup_steps,
+        train = override(recipe.train, train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
+                         warmup_steps=FLAGS.warmup_steps,
                          learning_rate_scale=FLAGS.learning_rate_scale, label_smoothing=FLAGS.label_smoothing,
                          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
                          checkpoint_every=FLAGS.checkpoint_every, keep_checkpoints=FLAGS.keep_checkpoints,
