@@ -1,6 +1,7 @@
 """kt-evaluate: translate a test set and score it with sacrebleu (BLEU and chrF, with signatures).
 
     kt-evaluate --model=saved_models/multi30k_en_de --source=test.en.gz --reference=test.de.gz [--json]
+    kt-evaluate --model=saved_models/multi30k_en_de --split=test_2016_flickr   # a split of the data directory
     kt-evaluate --hypothesis_file=hyp.de --reference=test.de            # score a file, no model
 
 Default scores are on detokenized, cased text (sacrebleu's defaults, tok:13a).
@@ -20,6 +21,9 @@ from keras_transformer.cli import common, decode_flags
 
 decode_flags.define_model_flags(required=False)
 decode_flags.define_decode_flags()
+flags.DEFINE_string("split", None,
+                    "Evaluate on a split of the data directory instead of --source/--reference: a Multi30k split "
+                    "(test_2016_flickr, val) or newstest2013/newstest2014 (English to German).")
 flags.DEFINE_string("source", None, "Source sentences, one per line (plain or .gz).")
 flags.DEFINE_string("reference", None, "Reference translations, aligned with --source (plain or .gz).")
 flags.DEFINE_string("hypotheses", None, "Also write the model's translations to this file.")
@@ -42,9 +46,27 @@ def _read(flag: str):
         common.fail(f"--{flag}: {e}")
 
 
+def _split_files():
+    """Sets --source/--reference to the files of --split in the data directory."""
+    from keras_transformer.config import DataConfig
+    from keras_transformer.data import corpora
+
+    if FLAGS.source or FLAGS.reference:
+        common.fail("--split: names the test set; do not also give --source/--reference")
+    try:
+        source, reference = corpora.split_files(DataConfig(), FLAGS.split, corpora.resolve_data_dir(FLAGS.data_dir))
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(f"--split: {e}")
+    FLAGS.reference = str(reference)
+    if not FLAGS.hypothesis_file:
+        FLAGS.source = str(source)
+
+
 def main(argv):
     del argv
     decode_flags.check_decode_flags()
+    if FLAGS.split:
+        _split_files()
     from keras_transformer import evaluation, inference
 
     references = _read("reference")

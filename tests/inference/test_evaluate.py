@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from keras_transformer import evaluation
+from keras_transformer.config import DataConfig
 from tests.inference.support import run_cli
 
 SACREBLEU = f"{sys.prefix}/bin/sacrebleu"
@@ -74,3 +75,17 @@ def test_both_variants_match_sacrebleu_on_a_partial_match(test_set, tmp_path, lo
 def test_mismatched_lengths_are_an_error():
     with pytest.raises(ValueError, match="hypotheses: 1 lines but references have 2"):
         evaluation.score(["a"], ["a", "b"])
+
+
+def test_split_names_the_test_set_in_the_data_directory(tmp_path):
+    from keras_transformer.data import corpora
+
+    _, reference = corpora.split_files(DataConfig(), "test_2016_flickr", corpora.resolve_data_dir(None))
+    with gzip.open(reference, "rt", encoding="utf-8") as f:
+        (tmp_path / "hyp.de").write_text(f.read(), encoding="utf-8")
+    result = run_cli("evaluate", f"--hypothesis_file={tmp_path / 'hyp.de'}", "--split=test_2016_flickr", "--json")
+    assert json.loads(result.stdout.strip().splitlines()[-1])["bleu"] == pytest.approx(100.0)
+    result = run_cli("evaluate", "--hypothesis_file=x", "--split=no_such_split", check=False)
+    assert result.returncode == 2 and "--split: " in result.stderr and "no_such_split" in result.stderr
+    result = run_cli("evaluate", "--hypothesis_file=x", "--split=val", "--reference=y", check=False)
+    assert result.returncode == 2 and "--split: " in result.stderr
