@@ -77,25 +77,24 @@ class StopAtStep(keras.callbacks.Callback):
     """The paper counts steps (§5.2): stop once the optimizer has made ``train_steps`` updates.
 
     With ``max_seconds`` the run also stops once that much wall time has passed
-    since training began (a compute budget); ``SaveCheckpoints`` then saves the
+    since this run's training began (a compute budget); ``SaveCheckpoints`` then saves the
     step reached, so the run can be resumed or evaluated from there.
     """
 
-    def __init__(self, train_steps: int, max_seconds: float = 0.0, clock=time.monotonic):
+    def __init__(self, train_steps: int, max_seconds: float = 0.0):
         super().__init__()
         self.train_steps = train_steps
         self.max_seconds = max_seconds
-        self.clock = clock
         self.stopped_by_time = False
         self._start = None
 
     def on_train_begin(self, logs=None):
-        self._start = self.clock()
+        self._start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
         if optimizer_step(self.model.optimizer) >= self.train_steps:
             self.model.stop_training = True
-        elif self.max_seconds and self.clock() - self._start >= self.max_seconds:
+        elif self.max_seconds and time.monotonic() - self._start >= self.max_seconds:
             self.stopped_by_time = True
             self.model.stop_training = True
 

@@ -13,6 +13,7 @@ from keras_transformer.config import DataConfig, ModelConfig, Recipe, TrainConfi
     (DataConfig, "corpus", "nope"),
     (DataConfig, "tokens_per_batch", 0),
     (TrainConfig, "train_steps", -1),
+    (TrainConfig, "max_train_minutes", -5.0),
     (TrainConfig, "label_smoothing", 1.0),
 ])
 def test_invalid_values_name_the_field(cls, field, value):

@@ -1,4 +1,4 @@
-"""Training loop: resume state, TensorBoard scalars, stopping at a step count (synthetic data)."""
+"""Training loop: resume state, TensorBoard scalars, stopping at a step count or a time cap (synthetic data)."""
 
 import dataclasses
 import glob
@@ -52,6 +52,17 @@ def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
     summary = training.train(_recipe(tiny_recipe, train_steps=6), str(tmp_path), strategy="one_device",
                              datasets=_datasets(), verbose=0)
     assert summary["resumed_from"] == 3 and summary["steps"] == 6
+
+
+def test_wall_clock_cap_stops_early_and_checkpoints_the_step_reached(tiny_recipe, tmp_path):
+    recipe = _recipe(tiny_recipe, max_train_minutes=1e-6)  # spent during the first step
+    summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
+    assert summary["stopped_by_time"] and summary["steps"] == 1
+    assert CheckpointState(training.compile_model(recipe), str(tmp_path / "checkpoints")).restore_latest() == 1
+
+    summary = training.train(_recipe(tiny_recipe), str(tmp_path), strategy="one_device", datasets=_datasets(),
+                             verbose=0)  # no cap: resumes and finishes
+    assert not summary["stopped_by_time"] and (summary["resumed_from"], summary["steps"]) == (1, 6)
 
 
 def test_gradient_accumulation_counts_updates(tiny_recipe, tmp_path):
