@@ -1,0 +1,62 @@
+"""The shipped model, saved_models/multi30k_en_de: it loads out of the box with kt-translate, translates
+held sentences sensibly, and kt-evaluate reproduces the scores stored in its metadata.json."""
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.inference.support import run_cli
+
+SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
+
+# Held sentences (not in Multi30k) and German words a sensible translation contains.
+HELD = {
+    "A dog is running on the beach.": ("Hund", "Strand"),
+    "Two men are playing soccer in the park.": ("Männer", "Fußball", "Park"),
+    "A little girl in a red dress is eating an apple.": ("Mädchen", "rot", "Kleid", "Apfel"),
+    "An old woman is sitting on a bench.": ("Frau", "Bank"),
+    "A man rides a bicycle down the street.": ("Mann", "Fahrrad", "Straße"),
+}
+
+
+@pytest.fixture(scope="module")
+def metadata():
+    with open(os.path.join(SHIPPED, "metadata.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_shipped_model_is_small_and_records_what_reproduces_it(metadata):
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(SHIPPED) for f in files)
+    assert size <= 50 * 2**20
+    assert metadata["recipe"] == "multi30k" and metadata["recipe_config"]["name"] == "multi30k"
+    assert metadata["test_split"] == "test_2016_flickr" and metadata["test_sentences"] == 1000
+    assert metadata["train_seconds"] <= 2 * 3600
+    assert metadata["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|")
+    assert metadata["bleu"] >= 38.0
+    assert metadata["decode"] == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+
+
+def test_translates_held_sentences_sensibly():
+    sources = list(HELD)
+    result = run_cli("translate", f"--model={SHIPPED}", stdin="".join(f"{s}\n" for s in sources))
+    translations = result.stdout.splitlines()
+    assert len(translations) == len(sources)
+    for source, translation in zip(sources, translations):
+        missing = [w for w in HELD[source] if w.lower() not in translation.lower()]
+        assert not missing, f"{source!r} -> {translation!r}: no {missing}"
+
+
+def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path):
+    hypotheses = tmp_path / "test_2016_flickr.hyp.de"
+    result = run_cli("evaluate", f"--model={SHIPPED}", "--split=test_2016_flickr", f"--hypotheses={hypotheses}",
+                     "--json", timeout=900)
+    cased = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (round(cased["bleu"], 2), round(cased["chrf"], 2), cased["signature"]) == (
+        metadata["bleu"], metadata["chrf"], metadata["signature"])
+    result = run_cli("evaluate", f"--hypothesis_file={hypotheses}", "--split=test_2016_flickr", "--tokenized_bleu",
+                     "--json")
+    tokenized = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (round(tokenized["bleu"], 2), tokenized["signature"]) == (
+        metadata["bleu_tokenized_lowercase"], metadata["signature_tokenized_lowercase"])
