@@ -1,6 +1,6 @@
 """kt-pipeline: train a recipe, average its last checkpoints, evaluate, export and translate samples.
 
-    kt-pipeline --recipe=multi30k --train_steps=300 --workdir=runs/demo --export_dir=saved_models/demo
+    kt-pipeline --recipe=multi30k --train_steps=400 --warmup_steps=400 --workdir=runs/demo --export_dir=saved_models/demo
 
 Re-running resumes training from the work directory's last checkpoint.
 """
