@@ -29,13 +29,12 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     recipe = common.load_recipe(FLAGS.recipe)
-    for name in ("train_steps", "warmup_steps", "checkpoint_every", "eval_sentences"):
-        if getattr(FLAGS, name) is not None and getattr(FLAGS, name) <= 0:
-            common.fail(f"--{name}: must be positive, got {getattr(FLAGS, name)}")
+    if FLAGS.eval_sentences is not None and FLAGS.eval_sentences <= 0:
+        common.fail(f"--eval_sentences: must be positive, got {FLAGS.eval_sentences}")
     from keras_transformer.config import override
     from keras_transformer.pipeline import run_pipeline
 
-    try:
+    try:  # TrainConfig validates the training overrides and names the field
         train = override(recipe.train, train_steps=FLAGS.train_steps, warmup_steps=FLAGS.warmup_steps,
                          checkpoint_every=FLAGS.checkpoint_every, max_train_minutes=FLAGS.max_train_minutes)
     except ValueError as e:
