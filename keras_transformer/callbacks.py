@@ -17,7 +17,7 @@ import tensorflow as tf
 
 
 def optimizer_step(optimizer) -> int:
-    """Parameter updates done so far (Keras already divides micro-batches by the accumulation steps)."""
+    """Parameter updates done so far (``train_step.TransformerTrainer`` counts updates, not micro-batches)."""
     return int(optimizer.iterations.numpy())
 
 
@@ -104,7 +104,7 @@ class TensorBoardScalars(keras.callbacks.Callback):
 
     Every ``every`` steps: loss, smoothed loss, NLL, perplexity, token accuracy,
     learning rate, target tokens/s and step time (s). After each validation pass:
-    the validation metrics. Tokens are counted by the ``nll`` metric's token count.
+    the validation metrics. Tokens are the real target tokens counted by ``model.token_metrics``.
     """
 
     def __init__(self, logdir: str, every: int = 50, log_lines: bool = False):
@@ -116,11 +116,7 @@ class TensorBoardScalars(keras.callbacks.Callback):
         self._mark = None
 
     def _token_count(self):
-        for metric in self.model.metrics:
-            for sub in getattr(metric, "metrics", [metric]):
-                if sub.name == "nll":
-                    return float(sub.count.numpy())
-        return 0.0
+        return float(self.model.token_metrics.tokens.numpy())
 
     def on_epoch_begin(self, epoch, logs=None):
         self._mark = (time.perf_counter(), 0.0, optimizer_step(self.model.optimizer))

@@ -83,11 +83,18 @@ class DataConfig:
     train_split: str = "train"
     eval_split: str = "val"
     test_split: str = "test_2016_flickr"
-    # Local parallel text for corpus="text": file prefixes; "<prefix>.<lang>[.gz]".
+    # Local parallel text for corpus="text": file prefixes; "<prefix>.<lang>[.gz]". A prefix may be a glob
+    # ("data/train-*") naming aligned shard pairs "<shard>.<lang>[.gz]".
     train_prefix: Optional[str] = None
     eval_prefix: Optional[str] = None
+    test_prefix: Optional[str] = None
     max_length: int = 256  # pairs with more subword tokens (incl. EOS) on a side are dropped
-    tokens_per_batch: int = 25000  # per side, per replica (§5.1: ~25000 source + 25000 target)
+    # GLOBAL padded tokens per side in one parameter update, summed over replicas and accumulated
+    # micro-batches (§5.1: ~25000 source + 25000 target tokens per batch).
+    tokens_per_batch: int = 25000
+    # Memory budget of one device: padded tokens per side in one micro-batch on one replica; 0 -> no cap.
+    # Where tokens_per_batch / replicas exceeds it, the update is accumulated over micro-batches.
+    max_tokens_per_device: int = 0
     bucket_boundaries: Optional[Tuple[int, ...]] = None  # None -> geometric, derived from max_length
     shuffle_buffer: int = 20000
     seed: int = 1
@@ -102,6 +109,8 @@ class DataConfig:
         _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
         _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
         _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")
+        _require(self.max_tokens_per_device >= 0, "max_tokens_per_device",
+                 f"must be >= 0, got {self.max_tokens_per_device}")
         if self.bucket_boundaries is not None:
             b = tuple(self.bucket_boundaries)
             _require(
@@ -124,11 +133,16 @@ class TrainConfig:
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
     label_smoothing: float = 0.1  # ε_ls (§5.4)
-    gradient_accumulation_steps: int = 1
+    # Micro-batches per update; 0 -> derived from the device count and data.max_tokens_per_device.
+    gradient_accumulation_steps: int = 0
     checkpoint_every: int = 1000  # steps between checkpoints; also the validation cadence (one Keras epoch)
     keep_checkpoints: int = 5  # §6.1 averages the last 5
     eval_batches: int = 50  # validation batches per epoch; 0 -> whole eval split
     bleu_samples: int = 0  # dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 -> off
+    keep_best_by: str = ""  # "val_loss" or "val_bleu" (needs bleu_samples): keep the best checkpoints apart
+    keep_best: int = 5  # how many best checkpoints keep_best_by keeps
+    early_stopping_patience: int = 0  # stop after N validations without a new best keep_best_by; 0 -> off
+    init_from: str = ""  # a work directory or SavedModel whose weights and tokenizer start this run
     mixed_precision: bool = False  # mixed_bfloat16; recipes for CPU turn it on (measured 1.4x, bench_train.py)
     jit_compile: bool = False  # XLA; measured no faster than the graph on CPU, so off by default
     seed: int = 1
@@ -139,11 +153,19 @@ class TrainConfig:
         _require(self.warmup_steps > 0, "warmup_steps", f"must be positive, got {self.warmup_steps}")
         _require(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
         _require(0.0 <= self.label_smoothing < 1.0, "label_smoothing", "must be in [0, 1)")
-        _require(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps", "must be >= 1")
+        _require(self.gradient_accumulation_steps >= 0, "gradient_accumulation_steps", "must be >= 0 (0 = derived)")
         _require(self.checkpoint_every > 0, "checkpoint_every", "must be positive")
         _require(self.keep_checkpoints > 0, "keep_checkpoints", "must be positive")
         _require(self.eval_batches >= 0, "eval_batches", "must be >= 0")
         _require(self.bleu_samples >= 0, "bleu_samples", "must be >= 0")
+        _require(self.keep_best_by in ("", "val_loss", "val_bleu"), "keep_best_by",
+                 f"must be val_loss or val_bleu, got {self.keep_best_by!r}")
+        _require(self.keep_best_by != "val_bleu" or self.bleu_samples > 0, "keep_best_by",
+                 "val_bleu needs bleu_samples > 0 (dev BLEU is computed at each checkpoint)")
+        _require(self.keep_best > 0, "keep_best", "must be positive")
+        _require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
+        _require(not self.early_stopping_patience or self.keep_best_by, "early_stopping_patience",
+                 "needs keep_best_by (the validation score it watches)")
 
 
 @dataclasses.dataclass(frozen=True)

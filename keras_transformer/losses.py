@@ -1,14 +1,22 @@
-"""Label-smoothed, padding-masked cross entropy (§5.4) and token-level metrics.
+"""Label-smoothed, padding-masked cross entropy (§5.4) and the token statistics of a batch.
 
 With ε = ε_ls the target distribution is q = (1 - ε) onehot(y) + ε / V (uniform
 over the V vocabulary entries), and the per-token loss is
 
-    H(q, p) = (1 - ε) (-log p_y) + ε mean_v(-log p_v).
+    H(q, p) = (1 - ε) (-log p_y) + ε mean_v(-log p_v),    ∂H/∂z = softmax(z) - q.
 
-The mean is over real target tokens only (labels != PAD_ID), whatever the
-padding. Under ``tf.distribute`` each replica divides its token-loss sum by
-the *global* number of real tokens, so summing the replicas' gradients gives
-exactly the single-replica gradient of the same global batch.
+One log-softmax per batch: :func:`token_statistics` takes the float32
+log-softmax of the logits once and reads from it the smoothed loss, the
+un-smoothed NLL and the argmax hit of every token, so the loss and every
+metric share one [B, T, V] float32 tensor. Its gradient is written out
+(softmax(z) - q, times the upstream gradient) rather than traced through the
+log-softmax, the gather and the mean, which would hold a one-hot and a
+broadcast [B, T, V] tensor each.
+
+Means are over real target tokens only (labels != PAD_ID). Under
+``tf.distribute`` each replica divides its token-loss sum by the *global*
+number of real tokens, so summing the replicas' gradients gives exactly the
+single-replica gradient of the same global batch.
 """
 
 from __future__ import annotations
@@ -18,20 +26,38 @@ from keras import ops
 
 from keras_transformer import PAD_ID
 
-
-def token_log_probs(logits):
-    """logits [B, T, V] -> log-softmax in float32."""
-    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+# Columns of token_statistics(...)[..., c].
+SMOOTHED, NLL, HIT, REAL = 0, 1, 2, 3
 
 
-def smoothed_token_losses(labels, logits, epsilon):
-    """labels [B, T], logits [B, T, V] -> (smoothed loss [B, T], nll [B, T], real-token mask [B, T])."""
-    log_p = token_log_probs(logits)  # [B, T, V]
+def token_statistics(labels, logits, epsilon):
+    """labels [B, T], logits [B, T, V] -> [B, T, 4] float32: smoothed loss, NLL, argmax hit, real token.
+
+    Every column is 0 on padding. Only column SMOOTHED carries a gradient.
+    """
+    labels = ops.cast(labels, "int32")
     mask = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [B, T]
-    nll = -ops.squeeze(ops.take_along_axis(log_p, ops.cast(labels, "int32")[..., None], axis=-1), -1)  # [B, T]
-    uniform = -ops.mean(log_p, axis=-1)  # [B, T]
-    smoothed = (1.0 - epsilon) * nll + epsilon * uniform
-    return smoothed * mask, nll * mask, mask
+
+    @ops.custom_gradient
+    def statistics(z):  # z: logits [B, T, V]
+        log_p = ops.log_softmax(ops.cast(z, "float32"), axis=-1)  # [B, T, V]: the one float32 copy kept
+        nll = -ops.squeeze(ops.take_along_axis(log_p, labels[..., None], axis=-1), -1)  # [B, T]
+        uniform = -ops.mean(log_p, axis=-1)  # [B, T]
+        hit = ops.cast(ops.equal(ops.cast(ops.argmax(log_p, axis=-1), "int32"), labels), "float32")  # [B, T]
+        smoothed = (1.0 - epsilon) * nll + epsilon * uniform  # [B, T]
+        out = ops.stack([smoothed * mask, nll * mask, hit * mask, mask], axis=-1)  # [B, T, 4]
+
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream  # [B, T, 4]
+            vocab = ops.shape(log_p)[-1]
+            is_label = ops.equal(ops.arange(vocab, dtype="int32"), labels[..., None])  # [B, T, V] bool
+            g = ops.exp(log_p) - epsilon / ops.cast(vocab, "float32")  # softmax(z) - ε/V
+            g = ops.where(is_label, g - (1.0 - epsilon), g)  # softmax(z) - q
+            return ops.cast(g * (upstream[..., SMOOTHED] * mask)[..., None], z.dtype)
+
+        return out, grad
+
+    return statistics(logits)
 
 
 def _global_sum(x):
@@ -46,9 +72,18 @@ def _global_sum(x):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
 
 
+def global_token_count(statistics):
+    """Real target tokens of the batch on all replicas together (at least 1)."""
+    return ops.maximum(_global_sum(ops.sum(statistics[..., REAL])), 1.0)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
-    """§5.4 label smoothing, ε_ls = 0.1 by default; mean over real (non-padding) target tokens."""
+    """§5.4 label smoothing, ε_ls = 0.1 by default; mean over real (non-padding) target tokens.
+
+    For ``model.compile(loss=...)`` outside this package's trainer, which uses
+    :func:`token_statistics` directly (``train_step.TransformerTrainer``).
+    """
 
     def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
         kwargs.pop("reduction", None)
@@ -56,83 +91,43 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.label_smoothing = label_smoothing
 
     def call(self, y_true, y_pred):
-        losses, _, mask = smoothed_token_losses(y_true, y_pred, self.label_smoothing)
-        return losses / ops.maximum(_global_sum(ops.sum(mask)), 1.0)  # [B, T]; "sum" reduction -> token mean
+        stats = token_statistics(y_true, y_pred, self.label_smoothing)  # [B, T, 4]
+        return stats[..., SMOOTHED] / global_token_count(stats)  # [B, T]; "sum" reduction -> token mean
 
     def get_config(self):
         return {"name": self.name, "label_smoothing": self.label_smoothing}
 
 
-class _TokenMean(keras.metrics.Metric):
-    """Running mean of a per-token quantity over real target tokens."""
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenMetrics(keras.metrics.Metric):
+    """Running token-weighted means over real target tokens, exact across replicas and batches.
 
-    def __init__(self, name, **kwargs):
+    ``update_state(statistics)`` takes :func:`token_statistics`; ``result()`` is
+    {loss, smoothed_loss: smoothed loss per token; nll: un-smoothed NLL per token
+    (label smoothing "hurts perplexity", §5.4); perplexity: exp(nll);
+    token_accuracy: argmax hits per token}. ``tokens`` is the count so far.
+    """
+
+    def __init__(self, name="token_metrics", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
-        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+        self.sums = self.add_variable(shape=(4,), initializer="zeros", name="sums")  # columns of token_statistics
 
-    def _values(self, y_true, y_pred):
-        raise NotImplementedError
+    def update_state(self, statistics):
+        self.sums.assign_add(ops.sum(ops.reshape(statistics, (-1, 4)), axis=0))
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        values, mask = self._values(y_true, y_pred)
-        self.total.assign_add(ops.sum(values * mask))
-        self.count.assign_add(ops.sum(mask))
+    @property
+    def tokens(self):
+        return self.sums[REAL]
 
     def result(self):
-        return self.total / ops.maximum(self.count, 1.0)
+        mean = self.sums / ops.maximum(self.sums[REAL], 1.0)  # [4]
+        return {
+            "loss": mean[SMOOTHED],
+            "smoothed_loss": mean[SMOOTHED],
+            "nll": mean[NLL],
+            "perplexity": ops.exp(mean[NLL]),
+            "token_accuracy": mean[HIT],
+        }
 
     def reset_state(self):
-        self.total.assign(0.0)
-        self.count.assign(0.0)
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class TokenNLL(_TokenMean):
-    """Un-smoothed negative log-likelihood per real token (label smoothing "hurts perplexity", §5.4)."""
-
-    def __init__(self, name="nll", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def _values(self, y_true, y_pred):
-        _, nll, mask = smoothed_token_losses(y_true, y_pred, 0.0)
-        return nll, mask
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class Perplexity(TokenNLL):
-    """exp(NLL per real token)."""
-
-    def __init__(self, name="perplexity", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def result(self):
-        return ops.exp(super().result())
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class SmoothedLoss(_TokenMean):
-    """The label-smoothed loss per real token, exact across replicas and batches."""
-
-    def __init__(self, label_smoothing=0.1, name="smoothed_loss", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.label_smoothing = label_smoothing
-
-    def _values(self, y_true, y_pred):
-        smoothed, _, mask = smoothed_token_losses(y_true, y_pred, self.label_smoothing)
-        return smoothed, mask
-
-    def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing}
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class TokenAccuracy(_TokenMean):
-    """Fraction of real target tokens whose argmax prediction is correct."""
-
-    def __init__(self, name="token_accuracy", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def _values(self, y_true, y_pred):
-        correct = ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), ops.cast(y_true, "int32"))
-        return ops.cast(correct, "float32"), ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
+        self.sums.assign(ops.zeros((4,)))

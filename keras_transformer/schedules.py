@@ -34,13 +34,16 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def paper_adam(d_model, train_config, **kwargs) -> keras.optimizers.Adam:
-    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3) on the Eq. 3 schedule."""
+    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3) on the Eq. 3 schedule.
+
+    Gradient accumulation is not the optimizer's: ``train_step.TransformerTrainer`` applies
+    one update per A micro-batches, so ``iterations`` (and Eq. 3) counts updates.
+    """
     t = train_config
     return keras.optimizers.Adam(
         learning_rate=NoamSchedule(d_model, t.warmup_steps, t.learning_rate_scale),
         beta_1=t.adam_beta_1,
         beta_2=t.adam_beta_2,
         epsilon=t.adam_epsilon,
-        gradient_accumulation_steps=t.gradient_accumulation_steps if t.gradient_accumulation_steps > 1 else None,
         **kwargs,
     )

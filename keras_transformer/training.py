@@ -23,10 +23,10 @@ from absl import logging
 
 from keras_transformer import callbacks as kt_callbacks
 from keras_transformer.config import Recipe
-from keras_transformer.losses import LabelSmoothedCrossEntropy, Perplexity, SmoothedLoss, TokenAccuracy, TokenNLL
-from keras_transformer.model import Transformer, build_model
+from keras_transformer.data import batching
 from keras_transformer.runtime import quietly
 from keras_transformer.schedules import paper_adam
+from keras_transformer.train_step import TransformerTrainer, build_trainer
 
 STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
 RECIPE_FILE = "recipe.json"
@@ -52,49 +52,28 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     raise ValueError(f"--strategy: unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
 
 
-def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None) -> Transformer:
-    """Build and compile the model of ``recipe`` in the strategy's scope (§5.3, §5.4)."""
+def batch_plan(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None) -> batching.BatchPlan:
+    """How the recipe's global token budget splits over the strategy's replicas and micro-batches."""
     strategy = strategy or tf.distribute.get_strategy()
+    return batching.plan_batches(recipe.data, strategy.num_replicas_in_sync, recipe.train.gradient_accumulation_steps)
+
+
+def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None,
+                  accumulation: Optional[int] = None) -> TransformerTrainer:
+    """Build and compile the model of ``recipe`` in the strategy's scope (§5.3, §5.4).
+
+    ``accumulation``: micro-batches per update; default from :func:`batch_plan`.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    accumulation = accumulation or batch_plan(recipe, strategy).accumulation
     # bfloat16 compute with float32 variables (mixed_bfloat16): 1.4x the float32 step on this CPU
     # (bench/bench_train.py); set every time, since the policy is process-global.
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if recipe.train.mixed_precision else "float32")
     with strategy.scope():
-        model = build_model(recipe.model)
-        model.compile(
-            optimizer=paper_adam(recipe.model.d_model, recipe.train),
-            loss=LabelSmoothedCrossEntropy(recipe.train.label_smoothing),
-            metrics=[SmoothedLoss(recipe.train.label_smoothing), TokenNLL(), Perplexity(), TokenAccuracy()],
-            jit_compile=recipe.train.jit_compile,
-        )
+        model = build_trainer(recipe.model, recipe.train.label_smoothing, accumulation)
+        model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train), jit_compile=recipe.train.jit_compile)
         model.optimizer.build(model.trainable_variables)
-        _build_compiled_state(model)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        _reshape_logs_for_multi_worker(model)
     return model
-
-
-def _reshape_logs_for_multi_worker(model) -> None:
-    """Keras reduces the per-replica logs of a step with ``strategy.reduce("MEAN", v, axis=0)`` under
-    MultiWorkerMirroredStrategy, which rejects scalars; logs of shape [1] reduce to the scalar mean."""
-    compute_metrics = model.compute_metrics
-
-    def compute_metrics_1d(*args, **kwargs):
-        return {name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()}
-
-    model.compute_metrics = compute_metrics_1d
-
-
-def _build_compiled_state(model) -> None:
-    """Create the compiled loss and metric state on a dummy batch, then reset it.
-
-    Otherwise Keras builds them from the first distributed batch, which it
-    averages across replicas into float32 ids under a multi-replica strategy.
-    """
-    ids = tf.ones((1, 2), tf.int32)
-    y_pred = model((ids, ids), training=False)
-    model.compute_loss(x=(ids, ids), y=ids, y_pred=y_pred)
-    model.compute_metrics((ids, ids), ids, y_pred)
-    model.reset_metrics()
 
 
 def _is_chief(strategy) -> tuple:
@@ -136,11 +115,18 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     if is_chief and verbose != 0:
         print(f"resolved recipe (also in {os.path.join(workdir, RECIPE_FILE)}):\n{recipe.to_json()}", flush=True)
     keras.utils.set_random_seed(t.seed)
+    plan = batch_plan(recipe, strategy)
+    if is_chief and verbose != 0:
+        print(f"tokens per update: {plan.tokens_per_update} per side = {plan.replicas} replica(s) x "
+              f"{plan.accumulation} micro-batch(es) x {plan.replica_tokens} (tokens_per_batch="
+              f"{recipe.data.tokens_per_batch}, max_tokens_per_device={recipe.data.max_tokens_per_device or 'none'})",
+              flush=True)
 
     if datasets is None:
         from keras_transformer.data import build_datasets
 
-        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, num_replicas=strategy.num_replicas_in_sync)
+        # deterministic: the same seed gives the same batches, so a resumed run continues the stream
+        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, plan=plan, deterministic=True)
     else:
         train_ds, eval_ds = datasets
         tok = None
@@ -148,11 +134,8 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         eval_ds = eval_ds.take(t.eval_batches)
     if eval_ds is not None:
         eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    train_ds = train_ds.with_options(options)
 
-    model = compile_model(recipe, strategy)
+    model = compile_model(recipe, strategy, plan.accumulation)
     state = kt_callbacks.CheckpointState(model, os.path.join(workdir, "checkpoints"), t.keep_checkpoints, is_chief,
                                          task_id)
     start_step = state.restore_latest()
@@ -161,9 +144,13 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
         return {"steps": start_step, "resumed_from": start_step, "history": {}}
+    # Continue the data stream where the checkpoint left it: no batch seen twice, none skipped.
+    train_ds = train_ds.skip(start_step * plan.accumulation)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    train_ds = train_ds.with_options(options)
 
-    accumulation = t.gradient_accumulation_steps
-    batches_per_epoch = t.checkpoint_every * accumulation  # one Keras "epoch" = one checkpoint interval
+    batches_per_epoch = t.checkpoint_every * plan.accumulation  # one Keras "epoch" = one checkpoint interval
     epochs = math.ceil(t.train_steps / t.checkpoint_every)
     interactive = sys.stdout.isatty()
     stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60)
@@ -214,13 +201,14 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
 
 def steps_for_epochs(recipe: Recipe, workdir: str, data_dir: Optional[str], epochs: int) -> int:
     """Parameter updates in ``epochs`` passes over the training corpus (batches per pass counted once)."""
-    from keras_transformer.data import batching, corpora, tokenizer
+    from keras_transformer.data import corpora, tokenizer
 
+    plan = batch_plan(recipe)  # tokens per update do not depend on the replica count
     tok = tokenizer.get_or_train(recipe, workdir, data_dir)
     pairs, _ = corpora.load_split(recipe.data, recipe.data.train_split, data_dir)
-    one_pass = batching.make_batches(pairs, tok, recipe.data, training=True, repeat=False)
-    batches = int(one_pass.reduce(0, lambda n, _: n + 1))
-    return max(1, epochs * batches // recipe.train.gradient_accumulation_steps)
+    one_pass = batching.make_batches(pairs, tok, recipe.data, training=True, plan=plan, repeat=False)
+    micro_batches = int(one_pass.reduce(0, lambda n, _: n + 1))
+    return max(1, epochs * micro_batches // plan.accumulation)
 
 
 def weights_digest(model) -> str:

@@ -1,11 +1,11 @@
-"""§5.4 label smoothing: hand computation, padding invariance, metrics."""
+"""§5.4 label smoothing: hand computation, padding invariance, metrics, the written-out gradient."""
 
 import math
 
 import numpy as np
 import pytest
 
-from keras_transformer.losses import LabelSmoothedCrossEntropy, Perplexity, SmoothedLoss, TokenAccuracy, TokenNLL
+from keras_transformer.losses import LabelSmoothedCrossEntropy, TokenMetrics, token_statistics
 
 
 def _log_softmax(x):
@@ -53,13 +53,35 @@ def test_metrics_nll_perplexity_accuracy():
     logits = np.concatenate([LOGITS, np.zeros((1, 1, 4), "float32")], 1)
     log_p = _log_softmax(LOGITS.astype("float64"))[0]
     nll = -(log_p[0, 1] + log_p[1, 2]) / 2
-    for metric, expected in [(TokenNLL(), nll), (Perplexity(), math.exp(nll)), (TokenAccuracy(), 0.5)]:
-        metric.update_state(labels, logits)
-        np.testing.assert_allclose(float(metric.result()), expected, rtol=1e-6)
-    smoothed = SmoothedLoss(0.1)
-    smoothed.update_state(labels, logits)
-    np.testing.assert_allclose(float(smoothed.result()), float(LabelSmoothedCrossEntropy(0.1)(labels, logits)),
-                               rtol=1e-6)
+    metrics = TokenMetrics()
+    metrics.update_state(token_statistics(labels, logits, 0.1))
+    result = {k: float(v) for k, v in metrics.result().items()}
+    np.testing.assert_allclose([result["nll"], result["perplexity"], result["token_accuracy"]],
+                               [nll, math.exp(nll), 0.5], rtol=1e-6)
+    smoothed = float(LabelSmoothedCrossEntropy(0.1)(labels, logits))
+    np.testing.assert_allclose([result["smoothed_loss"], result["loss"]], [smoothed, smoothed], rtol=1e-6)
+    assert float(metrics.tokens) == 2
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_written_out_gradient_equals_autodiff_of_the_formula(eps):
+    """∂H/∂z = softmax(z) - q (masked): the hand-written gradient equals TF's autodiff of H."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(size=(2, 5, 7)).astype("float32"))
+    labels = tf.constant([[1, 2, 3, 0, 0], [6, 5, 4, 3, 0]])
+    weights = tf.constant(rng.uniform(size=(2, 5)).astype("float32"))  # an arbitrary upstream gradient
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        ours = tf.reduce_sum(token_statistics(labels, logits, eps)[..., 0] * weights)
+        log_p = tf.nn.log_softmax(logits)
+        nll = -tf.gather(log_p, labels, batch_dims=2)
+        formula = tf.reduce_sum(((1 - eps) * nll - eps * tf.reduce_mean(log_p, -1))
+                                * tf.cast(labels != 0, tf.float32) * weights)
+    np.testing.assert_allclose(float(ours), float(formula), rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(ours, logits).numpy(), tape.gradient(formula, logits).numpy(),
+                               atol=1e-7)
 
 
 def test_loss_config_round_trip():

@@ -17,13 +17,18 @@ indices differ by more than ``MAX_BUCKET_SKEW`` are not used (such rare pairs
 pad their shorter side up), so the buckets, their shapes and their batch
 sizes are all known before training starts: few shapes for XLA to compile.
 
-Budget rule. ``tokens_per_batch`` is the budget PER REPLICA, PER SIDE, counted
-in padded tokens: a cell (S, T) holds b = tokens_per_batch // max(S, T) pairs
-per replica, and the global batch that ``make_batches(num_replicas=R)`` yields
-holds R × b pairs, so ``tf.distribute`` splits it evenly into batches of b
-pairs, each within the budget. Training drops a cell's final partial batch
-(so every training shape is in :func:`bucket_shapes`; with ``repeat`` the
-pairs carry over to the next epoch); evaluation keeps it.
+Budget rule. ``tokens_per_batch`` is the GLOBAL budget of one parameter
+update, per side, in padded tokens: §5.1's ~25000 source + 25000 target tokens
+whatever the hardware. :func:`plan_batches` splits it over R replicas and A
+accumulated micro-batches (A derived from ``max_tokens_per_device`` when the
+recipe does not fix it): each replica's micro-batch gets
+``replica_tokens = tokens_per_batch // (R × A)``. A cell (S, T) holds
+b = replica_tokens // max(S, T) pairs per replica, and the micro-batch that
+``make_batches`` yields holds R × b pairs, so ``tf.distribute`` splits it
+evenly into batches of b pairs, each within the device budget; A of them make
+one update. Training drops a cell's final partial batch (so every training
+shape is in :func:`bucket_shapes`; with ``repeat`` the pairs carry over to the
+next epoch); evaluation keeps it.
 """
 
 from __future__ import annotations
@@ -53,22 +58,62 @@ def bucket_boundaries(cfg: DataConfig) -> Tuple[int, ...]:
     return tuple(b) + (cfg.max_length,)
 
 
-def bucket_shapes(cfg: DataConfig, num_replicas: int = 1) -> List[Tuple[int, int, int]]:
-    """Every (global batch size, S, T) a training batch can have.
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """One update's token budget (§5.1) split over ``replicas`` × ``accumulation`` micro-batches."""
 
-    Raises ValueError naming ``tokens_per_batch`` when the budget cannot hold
-    one pair of the longest bucket.
+    replicas: int  # R: devices training in sync
+    accumulation: int  # A: micro-batches accumulated into one update
+    replica_tokens: int  # padded tokens per side of one micro-batch on one replica
+
+    @property
+    def tokens_per_update(self) -> int:
+        """Padded tokens per side in one update, summed over replicas and micro-batches."""
+        return self.replicas * self.accumulation * self.replica_tokens
+
+
+def plan_batches(cfg: DataConfig, num_replicas: int = 1, gradient_accumulation_steps: int = 0) -> BatchPlan:
+    """Split the global ``tokens_per_batch`` over ``num_replicas`` devices and A micro-batches.
+
+    A is ``gradient_accumulation_steps`` when given (> 0), else the fewest micro-batches
+    that keep each replica's share within ``max_tokens_per_device`` (1 when that is 0).
+    Raises ValueError naming the field when a micro-batch cannot hold one pair of the
+    longest bucket or exceeds the device budget.
     """
     if num_replicas < 1:
         raise ValueError(f"num_replicas: must be >= 1, got {num_replicas}")
-    b = bucket_boundaries(cfg)
-    if cfg.tokens_per_batch < b[-1]:
+    device = cfg.max_tokens_per_device
+    accumulation = gradient_accumulation_steps
+    if not accumulation:
+        accumulation = -(-cfg.tokens_per_batch // (num_replicas * device)) if device else 1
+    replica_tokens = cfg.tokens_per_batch // (num_replicas * accumulation)
+    longest = bucket_boundaries(cfg)[-1]
+    if device and device < longest:
+        raise ValueError(f"max_tokens_per_device: {device} is too small for the longest bucket "
+                         f"({longest} tokens per side, from max_length={cfg.max_length})")
+    if device and replica_tokens > device:
+        raise ValueError(f"gradient_accumulation_steps: {accumulation} micro-batches on {num_replicas} replica(s) "
+                         f"give {replica_tokens} tokens per device, above max_tokens_per_device={device}")
+    if replica_tokens < longest:
+        split = "" if num_replicas * accumulation == 1 else (
+            f" split over {num_replicas} replica(s) x {accumulation} micro-batches ({replica_tokens} each)")
         raise ValueError(
-            f"tokens_per_batch: {cfg.tokens_per_batch} is too small for the longest bucket "
-            f"({b[-1]} tokens per side, from max_length={cfg.max_length}); it must be at least {b[-1]}"
+            f"tokens_per_batch: {cfg.tokens_per_batch}{split} is too small for the longest bucket "
+            f"({longest} tokens per side, from max_length={cfg.max_length}); "
+            f"it must be at least {longest * num_replicas * accumulation}"
         )
+    return BatchPlan(num_replicas, accumulation, replica_tokens)
+
+
+def bucket_shapes(cfg: DataConfig, plan: Optional[BatchPlan] = None) -> List[Tuple[int, int, int]]:
+    """Every (micro-batch size summed over replicas, S, T) a training batch can have.
+
+    ``plan`` defaults to :func:`plan_batches` of ``cfg`` on one replica.
+    """
+    plan = plan or plan_batches(cfg)
+    b = bucket_boundaries(cfg)
     return [
-        (num_replicas * (cfg.tokens_per_batch // max(s, t)), s, t)
+        (plan.replicas * (plan.replica_tokens // max(s, t)), s, t)
         for i, s in enumerate(b)
         for j, t in enumerate(b)
         if abs(i - j) <= MAX_BUCKET_SKEW
@@ -108,7 +153,7 @@ def make_batches(
     cfg: DataConfig,
     *,
     training: bool,
-    num_replicas: int = 1,
+    plan: Optional[BatchPlan] = None,
     deterministic: bool = False,
     repeat: Optional[bool] = None,
 ) -> tf.data.Dataset:
@@ -117,9 +162,10 @@ def make_batches(
     training: shuffle pairs with ``cfg.seed`` and drop each cell's partial batch.
     repeat: cycle the pairs forever before bucketing (default: ``training``).
     deterministic: fix the order of parallel work (with the seed: same batches every run).
-    B is the global batch, ``num_replicas`` × the per-replica batch (module docstring).
+    plan: the split of the update's budget (default: one replica, no accumulation). B is one
+    micro-batch over all replicas, ``plan.replicas`` × the per-replica batch (module docstring).
     """
-    shapes = bucket_shapes(cfg, num_replicas)  # validates the budget
+    shapes = bucket_shapes(cfg, plan)
     boundaries = bucket_boundaries(cfg)
     n = len(boundaries)
     # Lookup tables over the full n × n grid of cells, indexed by key = i * n + j; cells off the band stay 0.

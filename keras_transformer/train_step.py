@@ -1,0 +1,158 @@
+"""The training step (§5.3, §5.4): label-smoothed loss, token metrics, exact gradient accumulation.
+
+``TransformerTrainer`` is the Transformer with ``train_step`` and ``test_step``
+written out (the Keras "customise fit()" pattern), so that
+
+* one log-softmax serves the loss and every metric (``losses.token_statistics``);
+* an update may accumulate A micro-batches (§5.1's 25k-token batches on small
+  devices) and still be the update of the concatenated batch.
+
+Exact accumulation. Micro-batch i has T_i real target tokens over all replicas;
+its all-reduced gradient ĝ_i is the gradient of its token mean. The update of
+the concatenated batch uses
+
+    g = Σ_i T_i ĝ_i / Σ_i T_i      (the gradient of Σ token losses ÷ Σ real tokens),
+
+so each micro-step adds T_i ĝ_i and T_i to accumulators, and every A-th one
+applies g with Adam and resets them. Averaging ĝ_i instead would weigh a
+micro-batch of few tokens as much as a full one. The optimizer's iteration
+counter, and so Eq. 3, counts updates: update n gets the same learning rate
+with or without accumulation.
+
+The accumulators live outside the checkpoint: checkpoints are written at update
+boundaries, where they are zero, and a run stopped mid-update resumes from the
+last full update, replaying that update's micro-batches (``training``).
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer import losses
+from keras_transformer.config import ModelConfig
+from keras_transformer.model import Transformer
+
+
+class _Accumulators:
+    """T_i ĝ_i and T_i summed over the micro-batches of the current update (a plain object: never checkpointed)."""
+
+    def __init__(self, variables):
+        self.grads = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="accumulated_gradient")
+                      for v in variables]
+        self.tokens = tf.Variable(0.0, trainable=False, name="accumulated_tokens")
+        self.micro_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="micro_steps")
+
+
+def _add(variable, value):
+    return variable.assign_add(value)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerTrainer(Transformer):
+    """The Transformer with the §5 training step; ``accumulation`` micro-batches per update."""
+
+    def __init__(self, config: Union[ModelConfig, dict], label_smoothing: float = 0.1, accumulation: int = 1,
+                 **kwargs):
+        super().__init__(config, **kwargs)
+        if accumulation < 1:
+            raise ValueError(f"gradient_accumulation_steps: must be >= 1, got {accumulation}")
+        self.label_smoothing = label_smoothing
+        self.accumulation = accumulation
+        self.token_metrics = losses.TokenMetrics()
+        self._accumulators = None  # created by build(), in the strategy's scope
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        if self.accumulation > 1 and self._accumulators is None:
+            self._accumulators = _Accumulators(self.trainable_variables)
+
+    @property
+    def metrics(self):
+        return [self.token_metrics]
+
+    def _statistics(self, data, training):
+        (source_ids, target_in_ids), target_out_ids = data  # [B, S], [B, T], [B, T]
+        logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
+        return losses.token_statistics(target_out_ids, logits, self.label_smoothing)  # [B, T, 4]
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            stats = self._statistics(data, training=True)  # [B, T, 4]
+            tokens = losses.global_token_count(stats)  # T_i, all replicas
+            loss = ops.sum(stats[..., losses.SMOOTHED]) / tokens
+        grads = tape.gradient(loss, self.trainable_variables)
+        if self.accumulation == 1:
+            self.optimizer.apply(grads, self.trainable_variables)
+        else:
+            self._accumulate(grads, tokens)
+        self.token_metrics.update_state(stats)
+        return self._logs()
+
+    def test_step(self, data):
+        self.token_metrics.update_state(self._statistics(data, training=False))
+        return self._logs()
+
+    def _logs(self):
+        logs = self.token_metrics.result()
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3.15 reduces per-replica logs with strategy.reduce("MEAN", v, axis=0) under
+            # MultiWorkerMirroredStrategy, which rejects scalars; [1]-shaped logs reduce to the mean.
+            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
+        return logs
+
+    # -- gradient accumulation -------------------------------------------------------------------
+
+    def _accumulate(self, grads, tokens):
+        """Replica context: all-reduce T_i ĝ_i, then add it to the accumulators (cross-replica)."""
+        context = tf.distribute.get_replica_context()
+        grads = [g * tokens for g in grads]  # local part of T_i ĝ_i
+        if context.num_replicas_in_sync > 1:
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)  # T_i ĝ_i on every replica
+        # The update below is conditional; a merge_call inside a tf.cond is not allowed, so the whole
+        # accumulate-or-apply runs in one unconditional merge_call, its condition inside.
+        context.merge_call(self._accumulate_or_apply, args=(grads, tokens))
+
+    def _accumulate_or_apply(self, strategy, grads, tokens):
+        acc = self._accumulators
+        for variable, grad in zip(acc.grads, grads):
+            strategy.extended.update(variable, _add, args=(grad,), group=False)
+        strategy.extended.update(acc.tokens, _add, args=(tokens,), group=False)
+        micro_steps = acc.micro_steps.assign_add(1)
+
+        def apply():
+            optimizer = self.optimizer
+            learning_rate = optimizer.learning_rate  # Eq. 3 at the update count
+            total = acc.tokens.read_value()  # Σ T_i
+            for variable, summed in zip(self.trainable_variables, acc.grads):
+                # What Keras' own optimizer.apply does per variable under a strategy, without its
+                # replica-context merge_call (we are already in cross-replica context).
+                strategy.extended.update(
+                    variable.value, lambda var, g: optimizer.update_step(g, var, learning_rate),
+                    args=(summed.read_value() / total,), group=False)
+            optimizer.iterations.assign_add(1)
+            for variable in acc.grads:
+                variable.assign(tf.zeros_like(variable))
+            acc.tokens.assign(0.0)
+            return tf.constant(True)
+
+        return tf.cond(micro_steps % self.accumulation == 0, apply, lambda: tf.constant(False))
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing, "accumulation": self.accumulation}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(config.pop("config"), config.pop("label_smoothing"), config.pop("accumulation"),
+                   **{k: v for k, v in config.items() if k in ("name", "trainable", "dtype")})
+
+
+def build_trainer(config: ModelConfig, label_smoothing: float, accumulation: int = 1) -> TransformerTrainer:
+    """A built ``TransformerTrainer`` (all weights and accumulators created); call under the strategy's scope."""
+    model = TransformerTrainer(config, label_smoothing, accumulation, name="transformer")
+    model.build()
+    return model

@@ -1,0 +1,71 @@
+"""Exact gradient accumulation: one update over A micro-batches == the update of their concatenation,
+and Eq. 3 sees the update count, under every strategy and through kt-train."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_transformer.schedules import NoamSchedule
+from tests.conftest import REPO_ROOT
+from tests.training.test_train_cli import _scalars
+
+
+@pytest.fixture(scope="module")
+def accumulated():
+    out = subprocess.run([sys.executable, "-m", "tests.training.accumulation_worker"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored_1", "mirrored_2"])
+def test_accumulated_gradient_equals_the_concatenated_batch_gradient(accumulated, strategy):
+    assert accumulated["tokens"] == [72, 12, 40, 8]  # micro-batches of very different token counts
+    sgd = accumulated[f"sgd/{strategy}"]  # SGD(1): the update is minus the gradient
+    assert sgd["updates"] == 1
+    assert sgd["relative_update_diff"] < 1e-5 and sgd["max_abs_diff"] < 1e-6, sgd
+    # Averaging the micro-batch means instead is far off on such batches.
+    assert accumulated["sgd/mean_of_micro_batch_means_relative_diff"] > 0.1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored_1", "mirrored_2"])
+def test_first_accumulated_adam_update_has_the_eq3_step_size(accumulated, strategy):
+    adam = accumulated[f"adam/{strategy}"]
+    lr_1 = float(NoamSchedule(64, 100, 2.0)(0))  # tiny: d_model 64, warmup 100, scale 2; Eq. 3 at step_num 1
+    assert adam["updates"] == 1
+    assert adam["max_update"] == pytest.approx(lr_1, rel=1e-3)  # Adam's first step moves weights by ~lr
+    assert adam["relative_update_diff"] < 1e-2, adam  # Adam amplifies float noise where the gradient is ~0
+
+
+def _kt_train(workdir, *flags):
+    command = [sys.executable, "-m", "keras_transformer.cli.train", "--recipe=tiny", f"--workdir={workdir}",
+               "--train_steps=4", "--checkpoint_every=2", "--seed=3", *flags]
+    out = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_kt_train_accumulates_under_the_default_strategy_and_eq3_counts_updates(tmp_path):
+    from keras_transformer import training
+    from keras_transformer.callbacks import CheckpointState
+
+    runs = {}
+    for accumulation in (1, 4):
+        workdir = tmp_path / f"a{accumulation}"
+        out = _kt_train(workdir, f"--gradient_accumulation_steps={accumulation}")
+        assert (f"tokens per update: 2048 per side = 1 replica(s) x {accumulation} micro-batch(es) x "
+                f"{2048 // accumulation}") in out.stdout
+        model = training.compile_model(training.read_recipe(str(workdir)))
+        assert CheckpointState(model, str(workdir / "checkpoints")).restore_latest() == 4
+        assert int(model.optimizer.iterations.numpy()) == 4
+        runs[accumulation] = _scalars(str(workdir / "tensorboard" / "train"), "learning_rate")
+    schedule = NoamSchedule(64, 100, 2.0)
+    for step in (2, 4):
+        np.testing.assert_allclose(runs[4][step], float(schedule(step)), rtol=1e-6)
+        assert runs[4][step] == runs[1][step]
