@@ -1,18 +1,25 @@
 """Named recipes: one small file each, looked up by name.
 
 ``recipes.get("base")`` returns a frozen :class:`keras_transformer.config.Recipe`.
-Table 3 variants are one-line ``dataclasses.replace`` calls in ``table3.py``.
+Table 3 variants are one-line ``dataclasses.replace`` calls in ``table3.py``;
+the paper's En-Fr models (§5.1, §6.1) are in ``wmt14_enfr.py``.
+``recipes.load`` also reads a recipe JSON file, e.g. the ``recipe.json`` a training run writes.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Dict
 
 from keras_transformer.config import Recipe
-from recipes import base, big, multi30k, table3, tiny
+from recipes import base, big, multi30k, table3, tiny, wmt14_enfr
+
+RECIPE_FILE = "recipe.json"  # what a training run writes into its work directory
 
 _RECIPES: Dict[str, Recipe] = {
-    r.name: r for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, *table3.VARIANTS)
+    r.name: r
+    for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, *wmt14_enfr.RECIPES, *table3.VARIANTS)
 }
 
 
@@ -25,3 +32,24 @@ def get(name: str) -> Recipe:
         return _RECIPES[name]
     except KeyError:
         raise ValueError(f"--recipe: unknown recipe {name!r}; known: {', '.join(names())}") from None
+
+
+def load(name_or_path: str) -> Recipe:
+    """A recipe by name, else from a JSON file (``Recipe.to_json``) or a work directory holding ``recipe.json``.
+
+    Raises ValueError starting "--recipe:" that lists the known names when ``name_or_path``
+    is neither, or names the file when it is not a valid recipe.
+    """
+    if name_or_path in _RECIPES:
+        return _RECIPES[name_or_path]
+    path = Path(name_or_path).expanduser()
+    if path.is_dir() and (path / RECIPE_FILE).is_file():
+        path = path / RECIPE_FILE
+    if not path.is_file():
+        raise ValueError(f"--recipe: {name_or_path!r} is neither a known recipe nor a recipe JSON file; "
+                         f"known: {', '.join(names())}")
+    try:
+        return Recipe.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # bad JSON, a missing section, a bad value
+        detail = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"--recipe: {path}: not a valid recipe JSON file ({type(e).__name__}: {detail})") from None

@@ -50,3 +50,27 @@ def test_kt_params_unknown_recipe_is_one_clear_line():
                          capture_output=True, text=True)
     assert out.returncode != 0
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "--recipe" in out.stderr
+
+
+@pytest.mark.parametrize("name, params", [("base_enfr", 60_522_496), ("big_enfr", 209_125_376)])
+def test_en_fr_recipes_32000_vocabulary(name, params):
+    recipe = recipes.get(name)
+    assert recipe.model.vocab_size == 32000  # §5.1: a 32000 word-piece vocabulary (ours: BPE)
+    assert (recipe.data.corpus, recipe.data.source_lang, recipe.data.target_lang) == ("wmt14", "en", "fr")
+    assert count_parameters(recipe.model) == params
+    # 5000 fewer shared embedding rows than the En-De recipe of the same size
+    en_de = recipes.get(name.removesuffix("_enfr")).model
+    assert count_parameters(en_de) - params == 5000 * en_de.d_model
+
+
+def test_big_enfr_follows_section_6_1():
+    big, big_enfr = recipes.get("big"), recipes.get("big_enfr")
+    assert big_enfr.model.dropout == 0.1 and big.model.dropout == 0.3  # P_drop 0.1 for En-Fr instead of 0.3
+    assert big_enfr.train.train_steps == 300_000 and big_enfr.decode.average_checkpoints == 20
+    assert recipes.get("base_enfr").decode.average_checkpoints == 5
+
+
+def test_kt_params_base_enfr():
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=base_enfr"],
+                         capture_output=True, text=True, check=True)
+    assert int(out.stdout.strip().splitlines()[-1]) == 60_522_496

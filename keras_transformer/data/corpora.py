@@ -4,7 +4,8 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
 
 * ``wmt14`` / ``wmt_t2t``: WMT14 English-German through TFDS
   (``wmt14_translate/de-en``, and ``wmt_t2t_translate/de-en``, the variant the
-  paper's tensor2tensor code trained on). Splits: train, validation
+  paper's tensor2tensor code trained on); ``wmt14`` with en/fr is English-French
+  (``wmt14_translate/fr-en``, §5.1). Splits: train, validation
   (newstest2013), test (newstest2014).
 * ``multi30k``: Multi30k Task 1 En-De, ``<data_dir>/multi30k-task1-en-de/
   <split>.<lang>.gz`` (splits train, val, test_2016_flickr); downloaded from
@@ -40,7 +41,11 @@ MULTI30K_DIR = "multi30k-task1-en-de"
 NEWSTEST_DIR = "wmt-newstest-en-de"
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{split}.{lang}.gz"
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr", "test_2017_mscoco")
-TFDS_NAMES = {"wmt14": "wmt14_translate/de-en", "wmt_t2t": "wmt_t2t_translate/de-en"}
+# TFDS builder of each corpus, by the pair's non-English language (the other side is English).
+TFDS_NAMES = {
+    "wmt14": {"de": "wmt14_translate/de-en", "fr": "wmt14_translate/fr-en"},  # §5.1: WMT 2014 En-De and En-Fr
+    "wmt_t2t": {"de": "wmt_t2t_translate/de-en"},
+}
 _LANGS = ("en", "de")
 
 
@@ -194,7 +199,7 @@ def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path
 def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
     """A short hash naming a split's content (paths and sizes; TFDS name), to key caches."""
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
-        text = f"tfds:{TFDS_NAMES[cfg.corpus]}:{split}"
+        text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
         files = split_files(cfg, split, resolve_data_dir(data_dir))
         text = "|".join(f"{p.resolve()}:{p.stat().st_size}" for p in sorted(files))
@@ -205,15 +210,27 @@ def _non_empty(source: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
     return tf.logical_and(tf.strings.strip(source) != "", tf.strings.strip(target) != "")
 
 
+def tfds_name(cfg: DataConfig) -> str:
+    """The TFDS builder of a TFDS corpus and language pair, e.g. ``wmt14_translate/fr-en`` for wmt14 en->fr.
+
+    Raises ValueError naming source_lang or target_lang when the corpus has no such pair.
+    """
+    builders = TFDS_NAMES[cfg.corpus]
+    known = ", ".join(f"en-{lang}" for lang in builders)
+    for field, lang, other in (("source_lang", cfg.source_lang, cfg.target_lang),
+                               ("target_lang", cfg.target_lang, cfg.source_lang)):
+        if lang != "en" and (lang not in builders or other != "en"):
+            raise ValueError(f"{field}: corpus {cfg.corpus} has {known} (either direction), "
+                             f"got {cfg.source_lang}-{cfg.target_lang}")
+    return builders[cfg.target_lang if cfg.source_lang == "en" else cfg.source_lang]
+
+
 def _load_tfds(cfg: DataConfig, split: str) -> Tuple[tf.data.Dataset, CorpusStats]:
     import tensorflow_datasets as tfds
 
-    for name, lang in (("source_lang", cfg.source_lang), ("target_lang", cfg.target_lang)):
-        if lang not in _LANGS:
-            raise ValueError(f"{name}: {TFDS_NAMES[cfg.corpus]} has en and de only, got {lang!r}")
-    name = TFDS_NAMES[cfg.corpus]
+    name = tfds_name(cfg)
     try:
-        examples = tfds.load(  # {"de": string, "en": string}
+        examples = tfds.load(  # {"en": string, "de" or "fr": string}
             name, split=split, shuffle_files=split == cfg.train_split,  # WMT14's files are sorted by source corpus
             read_config=tfds.ReadConfig(shuffle_seed=cfg.seed),
         )
