@@ -10,23 +10,30 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
 * ``multi30k``: Multi30k Task 1 En-De, ``<data_dir>/multi30k-task1-en-de/
   <split>.<lang>.gz`` (splits train, val, test_2016_flickr); downloaded from
   the dataset's GitHub repository when the files are absent.
-* ``text``: a pair of aligned local files ``<prefix>.<lang>`` or
-  ``<prefix>.<lang>.gz`` per split (``DataConfig.train_prefix/eval_prefix``).
+* ``text``: aligned local files ``<prefix>.<lang>`` or ``<prefix>.<lang>.gz``
+  per split (``DataConfig.train_prefix/eval_prefix/test_prefix``). A prefix
+  may be a glob (``data/train-*``) naming shard pairs ``<shard>.<lang>[.gz]``;
+  training interleaves the shards, their order shuffled with ``cfg.seed``.
 
 Any corpus also loads ``newstest2013`` / ``newstest2014`` from
 ``<data_dir>/wmt-newstest-en-de/`` as evaluation splits.
 
-Bad local input never passes silently: a line-count mismatch or invalid UTF-8
-raises ``ValueError`` naming the file(s); empty or whitespace-only lines skip
-the pair and are counted in :class:`CorpusStats` and logged.
+Local text streams through ``tf.data.TextLineDataset`` (gzip or plain), never
+whole into Python memory. Bad local input never passes silently: one cached
+streaming pass (``validation.py``) raises ``ValueError`` naming the file(s)
+on a line-count mismatch or invalid UTF-8, and counts the pairs with an empty
+or whitespace-only side in :class:`CorpusStats`; the pipeline skips those
+pairs in-graph, as it does for TFDS.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import gzip
 import hashlib
 import os
+import random
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -36,6 +43,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer.config import DataConfig
+from keras_transformer.data import validation
 
 MULTI30K_DIR = "multi30k-task1-en-de"
 NEWSTEST_DIR = "wmt-newstest-en-de"
@@ -53,8 +61,10 @@ _LANGS = ("en", "de")
 class CorpusStats:
     """What loading one split read and skipped.
 
-    For TFDS corpora the counts are ``None``: the 4.5M WMT14 pairs are not read
-    up front; empty pairs are dropped in-graph as the dataset is iterated.
+    For local text the counts come from the streaming check (``validation.py``);
+    a sharded split names its first shard. For TFDS corpora the counts are
+    ``None``: the 4.5M WMT14 pairs are not read up front. Either way empty pairs
+    are dropped in-graph as the dataset is iterated.
     """
 
     source_file: str
@@ -106,32 +116,30 @@ def read_lines(path: Path) -> List[str]:
 
 
 def read_parallel_files(source_path, target_path) -> Tuple[List[str], List[str], CorpusStats]:
-    """Reads two aligned files; returns (sources, targets, stats) without empty pairs.
+    """Reads two small aligned files; returns (sources, targets, stats) without empty pairs.
 
-    Raises ValueError when the line counts differ or a file is not UTF-8, and
-    FileNotFoundError when a file is missing.
+    Lines as :func:`read_lines` reads them. Raises ValueError when the line counts
+    differ or a file is not UTF-8, and FileNotFoundError when a file is missing.
+    For a training corpus use :func:`load_split`, which streams.
     """
     source_path, target_path = Path(source_path), Path(target_path)
     for path in (source_path, target_path):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file")
-    sources, targets = read_lines(source_path), read_lines(target_path)
-    if len(sources) != len(targets):
-        raise ValueError(
-            f"line counts differ: {source_path} has {len(sources)} lines, {target_path} has {len(targets)}"
-        )
-    keep, skipped = [], []
-    for i, (x, y) in enumerate(zip(sources, targets)):
-        (keep if x.strip() and y.strip() else skipped).append(i)
+    sources, targets, skipped = [], [], []
+    for n, x, y in validation.aligned_lines(source_path, target_path):
+        if x.strip() and y.strip():
+            sources.append(x[:-1].decode("utf-8") if x.endswith(b"\r") else x.decode("utf-8"))
+            targets.append(y[:-1].decode("utf-8") if y.endswith(b"\r") else y.decode("utf-8"))
+        else:
+            skipped.append(n)
     if skipped:
-        shown = ", ".join(str(i + 1) for i in skipped[:10]) + (", ..." if len(skipped) > 10 else "")
+        shown = ", ".join(str(n) for n in skipped[:10]) + (", ..." if len(skipped) > 10 else "")
         logging.warning(
             "%s / %s: skipped %d pairs with an empty or whitespace-only side (lines %s)",
             source_path, target_path, len(skipped), shown,
         )
-        sources = [sources[i] for i in keep]
-        targets = [targets[i] for i in keep]
-    stats = CorpusStats(str(source_path), str(target_path), pairs_read=len(keep) + len(skipped),
+    stats = CorpusStats(str(source_path), str(target_path), pairs_read=len(sources) + len(skipped),
                         empty_skipped=len(skipped))
     return sources, targets, stats
 
@@ -161,11 +169,29 @@ def _find(prefix: Path, lang: str) -> Optional[Path]:
     return None
 
 
-def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path]:
-    """The (source, target) files of a local-text split, downloading Multi30k if needed."""
+def _glob_shards(pattern: str, langs, field: str) -> List[Tuple[Path, Path]]:
+    """Aligned shard pairs ``<shard>.<lang>[.gz]`` of a glob prefix, sorted; [] when none matches."""
+    sides = {}  # shard -> [source, target]
+    for index, lang in enumerate(langs):
+        for ext in (".gz", ""):  # plain wins over .gz, as in _find
+            for name in glob.glob(f"{pattern}.{lang}{ext}"):
+                sides.setdefault(name[: -len(f".{lang}{ext}")], [None, None])[index] = Path(name)
+    for shard, pair in sorted(sides.items()):
+        if None in pair:
+            have, lack = (langs[0], langs[1]) if pair[0] else (langs[1], langs[0])
+            raise FileNotFoundError(f"{field}={pattern!r}: shard {shard}.{have} has no aligned {shard}.{lack}[.gz]")
+    return [(s, t) for _, (s, t) in sorted(sides.items())]
+
+
+def split_shards(cfg: DataConfig, split: str, data_dir: Path) -> List[Tuple[Path, Path]]:
+    """The (source, target) file pairs of a local-text split, downloading Multi30k if needed.
+
+    One pair, except for a corpus-"text" prefix that is a glob: then every shard pair
+    it matches, sorted by name. Raises FileNotFoundError naming what is missing.
+    """
     langs = (cfg.source_lang, cfg.target_lang)
     if split.startswith("newstest"):
-        prefixes = [data_dir / NEWSTEST_DIR / split]
+        prefixes, field = [data_dir / NEWSTEST_DIR / split], None
     elif cfg.corpus == "multi30k":
         for name, lang in zip(("source_lang", "target_lang"), langs):
             if lang not in _LANGS:
@@ -178,31 +204,52 @@ def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path
                     raise FileNotFoundError(f"{path}: no such file (--data_dir={data_dir}); known: {MULTI30K_SPLITS}")
                 _download_multi30k(path, split, lang)
             paths.append(path)
-        return paths[0], paths[1]
-    else:  # corpus == "text"
-        prefix = {cfg.train_split: cfg.train_prefix, cfg.eval_split: cfg.eval_prefix}.get(split)
+        return [(paths[0], paths[1])]
+    else:  # corpus == "text"; the train split's prefix wins where split names coincide
+        fields = {cfg.test_split: "test_prefix", cfg.eval_split: "eval_prefix", cfg.train_split: "train_prefix"}
+        field = fields.get(split)
+        prefix = getattr(cfg, field) if field else None
         if prefix is None:
             raise ValueError(
-                f"split {split!r}: corpus 'text' needs train_prefix (for {cfg.train_split!r}) or "
-                f"eval_prefix (for {cfg.eval_split!r}), or a newstest2013/newstest2014 split"
+                f"split {split!r}: corpus 'text' needs train_prefix (for {cfg.train_split!r}), "
+                f"eval_prefix (for {cfg.eval_split!r}) or test_prefix (for {cfg.test_split!r}), "
+                "or a newstest2013/newstest2014 split"
             )
         # A relative prefix is looked up in the current directory, then in the data directory.
+        if any(c in prefix for c in "*?["):
+            patterns = [prefix] if Path(prefix).is_absolute() else [prefix, os.path.join(glob.escape(str(data_dir)),
+                                                                                            prefix)]
+            for pattern in patterns:
+                shards = _glob_shards(pattern, langs, field)
+                if shards:
+                    return shards
+            tried = ", ".join(f"{p}.{lang}[.gz]" for p in patterns for lang in langs)
+            raise FileNotFoundError(f"split {split!r}: {field}={prefix!r} matches no files "
+                                    f"(tried {tried}; --data_dir={data_dir})")
         prefixes = [Path(prefix)] if Path(prefix).is_absolute() else [Path(prefix), data_dir / prefix]
     for prefix in prefixes:
         found = [_find(prefix, lang) for lang in langs]
         if all(found):
-            return found[0], found[1]
+            return [(found[0], found[1])]
     tried = ", ".join(f"{p}.{lang}[.gz]" for p in prefixes for lang in langs)
     raise FileNotFoundError(f"split {split!r}: missing files (tried {tried}; --data_dir={data_dir})")
 
 
+def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path]:
+    """The (source, target) files of a local-text split held in one pair of files (see :func:`split_shards`)."""
+    shards = split_shards(cfg, split, data_dir)
+    if len(shards) > 1:
+        raise ValueError(f"split {split!r} is sharded into {len(shards)} file pairs ({shards[0][0]}, ...); "
+                         "read it with load_split")
+    return shards[0]
+
+
 def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
-    """A short hash naming a split's content (paths and sizes; TFDS name), to key caches."""
+    """A short hash naming a split's content (files' paths, sizes and mtimes; TFDS name), to key caches."""
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
-        files = split_files(cfg, split, resolve_data_dir(data_dir))
-        text = "|".join(f"{p.resolve()}:{p.stat().st_size}" for p in sorted(files))
+        return validation.fingerprint(split_shards(cfg, split, resolve_data_dir(data_dir)))
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -247,17 +294,43 @@ def _load_tfds(cfg: DataConfig, split: str) -> Tuple[tf.data.Dataset, CorpusStat
     return pairs, stats
 
 
-def load_split(cfg: DataConfig, split: str, data_dir=None) -> Tuple[tf.data.Dataset, CorpusStats]:
+def _text_pairs(shards: List[Tuple[Path, Path]], training: bool, seed: int) -> tf.data.Dataset:
+    """(source, target) lines of aligned shard pairs, streamed; several shards are interleaved.
+
+    Training shuffles the shard order with ``seed`` and takes one line from each
+    of up to 16 open shards in turn; other splits read the shards in order.
+    """
+    def lines(path):  # a scalar string path (Python or tensor) -> its lines
+        compression = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
+        return tf.data.TextLineDataset(path, compression_type=compression)
+
+    def pair(source, target):
+        return tf.data.Dataset.zip((lines(source), lines(target)))
+
+    if len(shards) == 1:
+        pairs = pair(tf.constant(str(shards[0][0])), tf.constant(str(shards[0][1])))
+    else:
+        if training:
+            shards = list(shards)
+            random.Random(seed).shuffle(shards)
+        files = tf.data.Dataset.from_tensor_slices(([str(s) for s, _ in shards], [str(t) for _, t in shards]))
+        pairs = files.interleave(pair, cycle_length=min(len(shards), 16) if training else 1, block_length=1)
+    return pairs.filter(_non_empty)
+
+
+def load_split(cfg: DataConfig, split: str, data_dir=None, workdir=None) -> Tuple[tf.data.Dataset, CorpusStats]:
     """A split as a dataset of (source, target) scalar strings, and what loading it read.
 
     ``data_dir`` defaults to :func:`resolve_data_dir`; it is not used by TFDS
-    corpora (TFDS keeps its own ``TFDS_DATA_DIR``).
+    corpora (TFDS keeps its own ``TFDS_DATA_DIR``). Local text is checked first
+    (``validation.check``); the result is cached under ``<workdir>/corpus`` when
+    ``workdir`` is given, and for the process in any case.
     """
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         return _load_tfds(cfg, split)
-    source_path, target_path = split_files(cfg, split, resolve_data_dir(data_dir))
-    sources, targets, stats = read_parallel_files(source_path, target_path)
-    pairs = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(sources, tf.string, shape=[len(sources)]), tf.constant(targets, tf.string, shape=[len(targets)]))
-    )
-    return pairs, stats
+    shards = split_shards(cfg, split, resolve_data_dir(data_dir))
+    check = validation.check(shards, cache_dir=Path(workdir) / "corpus" if workdir else None)
+    more = f" (+{len(shards) - 1} more shards)" if len(shards) > 1 else ""
+    stats = CorpusStats(f"{shards[0][0]}{more}", f"{shards[0][1]}{more}", pairs_read=check.pairs_read,
+                        empty_skipped=check.empty_skipped)
+    return _text_pairs(shards, split == cfg.train_split, cfg.seed), stats

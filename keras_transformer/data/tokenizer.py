@@ -30,7 +30,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from keras_transformer.data import corpora
+from keras_transformer.data import corpora, validation
 
 # Changing these changes the model, so they are part of the cache key.
 _TRAINER_OPTIONS = dict(
@@ -49,9 +49,15 @@ _TRAINER_OPTIONS = dict(
 
 
 def _sentences(text: Union[Iterable[str], Iterable[os.PathLike]]) -> Iterator[str]:
+    """Sentences as given, or the non-empty lines of files (streamed, as ``corpora.read_lines`` splits them)."""
     for item in text:
         if isinstance(item, os.PathLike):
-            yield from (line for line in corpora.read_lines(Path(item)) if line.strip())
+            with validation.open_binary(Path(item)) as f:
+                for raw in f:
+                    line = raw.rstrip(b"\n")
+                    line = (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
+                    if line.strip():
+                        yield line
         else:
             yield item
 
@@ -160,16 +166,27 @@ def cache_key(recipe, data_dir=None) -> str:
 def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
     """The recipe's tokenizer from ``<workdir>/tokenizer/<key>.model``, training it if absent.
 
-    Source and target training text both feed the one shared vocabulary.
+    Source and target training text both feed the one shared vocabulary. Local
+    text trains on the seeded sample of at most ``tokenizer_sample_lines``
+    sentences that the corpus check draws and caches under ``<workdir>/corpus``
+    (all of Multi30k's 58,000 training sentences, in file order); TFDS corpora
+    on a shuffled prefix of that many pairs.
     """
     cfg = recipe.data
     prefix = Path(workdir) / "tokenizer" / cache_key(recipe, data_dir)
     if Path(f"{prefix}.model").is_file():
         logging.info("using cached tokenizer %s.model", prefix)
         return Tokenizer(f"{prefix}.model")
+    if cfg.tokenizer_sample_lines < 1:
+        raise ValueError(f"tokenizer_sample_lines: must be positive, got {cfg.tokenizer_sample_lines}")
+    if cfg.corpus not in corpora.TFDS_NAMES:
+        shards = corpora.split_shards(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
+        check = validation.check(shards, cache_dir=Path(workdir) / "corpus",
+                                 sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
+        return Tokenizer.train([Path(check.sample_path)], recipe.model.vocab_size, prefix,
+                               sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed)
     pairs, _ = corpora.load_split(cfg, cfg.train_split, data_dir)
-    if cfg.corpus in corpora.TFDS_NAMES:  # millions of pairs: sample a shuffled prefix
-        pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)
+    pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)  # millions of pairs
 
     def text():
         for sources, targets in pairs.batch(4096).as_numpy_iterator():

@@ -41,7 +41,11 @@ def test_default_boundaries_and_bucket_grid():
     assert (512, 8, 8) in shapes and (292, 10, 14) in shapes and (51, 80, 80) in shapes
     assert not any((s, t) == (8, 14) for _, s, t in shapes)  # off the band
     assert all(b * max(s, t) <= 4096 for b, s, t in shapes)
-    assert batching.bucket_shapes(M30K, num_replicas=2) == [(2 * b, s, t) for b, s, t in shapes]
+    # Same tokens per update whatever the replica count: two replicas get half the budget each.
+    two = batching.bucket_shapes(M30K, batching.plan_batches(M30K, num_replicas=2))
+    assert two == [(2 * (2048 // max(s, t)), s, t) for _, s, t in shapes]
+    assert (512, 8, 8) in two and (2 * 146, 10, 14) in two and (2 * 25, 80, 80) in two
+    assert all(b * max(s, t) <= 4096 for b, s, t in two)
 
 
 def test_budget_too_small_for_longest_bucket_is_refused():
@@ -139,7 +143,8 @@ _TWO_REPLICAS = textwrap.dedent("""
     pairs, _ = corpora.load_split(cfg, "val", sys.argv[2])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     R = strategy.num_replicas_in_sync
-    ds = batching.make_batches(pairs, Tokenizer(sys.argv[1]), cfg, training=True, num_replicas=R).take(12)
+    plan = batching.plan_batches(cfg, num_replicas=R)
+    ds = batching.make_batches(pairs, Tokenizer(sys.argv[1]), cfg, training=True, plan=plan).take(12)
     out = []
     for (x, _), y in strategy.experimental_distribute_dataset(ds):
         xs, ys = strategy.experimental_local_results(x), strategy.experimental_local_results(y)
@@ -148,7 +153,7 @@ _TWO_REPLICAS = textwrap.dedent("""
 """)
 
 
-def test_budget_is_per_replica_under_two_replicas(multi30k_tokenizer, multi30k_dir, data_dir):
+def test_update_budget_is_split_over_two_replicas(multi30k_tokenizer, multi30k_dir, data_dir):
     # Logical devices can be configured once per process, before TF starts: use a fresh one.
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run(
@@ -158,13 +163,14 @@ def test_budget_is_per_replica_under_two_replicas(multi30k_tokenizer, multi30k_d
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     cfg = DataConfig(corpus="multi30k", max_length=80, tokens_per_batch=1024)
-    one, two = set(batching.bucket_shapes(cfg, 1)), set(batching.bucket_shapes(cfg, 2))
+    half = set(batching.bucket_shapes(dataclasses.replace(cfg, tokens_per_batch=512)))  # one replica's share
+    two = set(batching.bucket_shapes(cfg, batching.plan_batches(cfg, num_replicas=2)))
     assert result["replicas"] == 2 and len(result["batches"]) >= 10
     for replica_0, replica_1 in result["batches"]:
         b, s, t = replica_0
         assert replica_1 == replica_0  # the global batch splits evenly
-        assert b * max(s, t) <= 1024  # each replica's batch is within the budget
-        assert (b, s, t) in one and (2 * b, s, t) in two  # global batch = 2 × per-replica batch
+        assert b * max(s, t) <= 512  # each replica's batch holds half the update's budget
+        assert (b, s, t) in half and (2 * b, s, t) in two  # micro-batch = 2 × per-replica batch
 
 
 def test_build_datasets(tmp_path, multi30k_dir, data_dir):
