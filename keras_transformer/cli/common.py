@@ -1,16 +1,83 @@
-"""Flags and helpers shared by the entry points."""
+"""Flags and helpers shared by the entry points.
+
+``define_recipe_override_flags`` defines, once, the flags that change a recipe
+(one per config field a user sets: data, model, training); ``resolve_recipe``
+applies them to ``--recipe`` and turns a config's error into one line naming the flag.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from absl import app, flags
 
 FLAGS = flags.FLAGS
 
+_PREFIX_HELP = ("Your own parallel text for the {} split: files PREFIX.<source_lang>[.gz] and "
+                "PREFIX.<target_lang>[.gz], one sentence per line (a glob such as data/train-* names aligned shards). "
+                "Setting any prefix switches the recipe's corpus "
+                "to text (its model and training settings stay); with a --corpus other than text it is an error.")
 
-def define_recipe_flag(default: str = "tiny") -> None:
-    flags.DEFINE_string("recipe", default, "Recipe name (see `recipes/`), e.g. tiny, base, big, multi30k.")
+# (absl type, flag = config field, help). Flags share the field names, so a config's "field: ..." error names them.
+DATA_FLAGS = (  # DataConfig (§5.1)
+    ("string", "corpus", "multi30k, wmt14 (TFDS; en-de or en-fr), wmt_t2t, or text (your own files, --train_prefix)."),
+    ("string", "source_lang", "Source language code; for corpus text the source files' suffix."),
+    ("string", "target_lang", "Target language code; for corpus text the target files' suffix."),
+    ("string", "train_prefix", _PREFIX_HELP.format("training")),
+    ("string", "eval_prefix", _PREFIX_HELP.format("validation (--eval_split)")),
+    ("string", "test_prefix", _PREFIX_HELP.format("test (--test_split)")),
+    ("string", "train_split", "Name of the training split (e.g. train)."),
+    ("string", "eval_split", "Validation split (e.g. val, validation, newstest2013)."),
+    ("string", "test_split", "Test split (e.g. test_2016_flickr, test, newstest2014)."),
+    ("integer", "max_length", "Drop pairs with more subword tokens (EOS included) on a side."),
+    ("integer", "tokens_per_batch", "GLOBAL token budget of one parameter update, per side: padded tokens summed "
+     "over replicas and accumulated micro-batches (§5.1: ~25000 source + 25000 target)."),
+    ("integer", "max_tokens_per_device", "Memory budget of one device: padded tokens per side in one micro-batch on "
+     "one replica (0 = no cap); gradient accumulation is derived from it to reach --tokens_per_batch."),
+    ("list", "bucket_boundaries", "Comma-separated, increasing sequence lengths of the length buckets, e.g. "
+     "8,16,32,64 (default: geometric up to --max_length)."),
+    ("integer", "shuffle_buffer", "Pairs in the training shuffle buffer."),
+    ("integer", "tokenizer_sample_lines", "Lines of training text sampled to train SentencePiece."),
+)
+MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_layers and num_decoder_layers
+    ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr)."),
+    ("integer", "d_model", "Override d_model."),
+    ("integer", "d_ff", "Override d_ff."),
+    ("integer", "num_heads", "Override h."),
+    ("integer", "num_layers", "Override N (encoder and decoder)."),
+    ("float", "dropout", "Override P_drop."),
+)
+TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
+    ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),
+    ("float", "max_train_minutes", "Stop (and checkpoint) after this much wall time; 0 = no cap."),
+    ("integer", "warmup_steps", "Override warmup_steps of Eq. 3."),
+    ("float", "learning_rate_scale", "Multiplies Eq. 3."),
+    ("float", "label_smoothing", "Override ε_ls."),
+    ("integer", "gradient_accumulation_steps", "Micro-batches per update; 0 = derived from --max_tokens_per_device "
+     "and the device count."),
+    ("integer", "checkpoint_every", "Save (and validate) every N steps."),
+    ("integer", "keep_checkpoints", "Keep the last K checkpoints."),
+    ("integer", "bleu_samples", "Dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 = off."),
+    ("string", "keep_best_by", "val_loss or val_bleu (val_bleu needs --bleu_samples): also keep the best "
+     "checkpoints by this validation score."),
+    ("integer", "keep_best", "How many best checkpoints --keep_best_by keeps."),
+    ("integer", "early_stopping_patience", "Stop after N validations without a new best --keep_best_by; 0 = off."),
+    ("string", "init_from", "A training work directory or SavedModel whose weights and tokenizer start this run."),
+    ("boolean", "mixed_precision", "bfloat16 compute (mixed_bfloat16 policy)."),
+    ("boolean", "jit_compile", "XLA-compile the train step."),
+    ("integer", "seed", "Random seed."),
+)
+_PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")
+_POSITIVE = ("num_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the configs do not check these
+
+
+def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
+    flags.DEFINE_string(
+        "recipe", default,
+        "A recipe name (recipes/: tiny, multi30k, base, big, base_enfr, big_enfr, table3_*), or a recipe JSON file "
+        "such as the recipe.json a training run writes (or that run's work directory).",
+        flag_values=flag_values)
 
 
 def define_data_dir_flag() -> None:
@@ -19,6 +86,80 @@ def define_data_dir_flag() -> None:
         None,
         "Directory holding the corpora (default: $KT_DATA_DIR, else ../shared/data next to the repository).",
     )
+
+
+def define_recipe_override_flags(training: bool = True, default: str = "tiny", flag_values=FLAGS) -> None:
+    """--recipe and the flags overriding its fields (unset flags keep the recipe's values).
+
+    The data flags and --vocab_size always; with ``training`` also the model and training flags.
+    """
+    define_recipe_flag(default, flag_values)
+    table = DATA_FLAGS + MODEL_FLAGS + TRAIN_FLAGS if training else DATA_FLAGS + MODEL_FLAGS[:1]
+    for kind, name, help_text in table:
+        getattr(flags, f"DEFINE_{kind}")(name, None, help_text, flag_values=flag_values)
+
+
+def _data_changes(flag_values) -> dict:
+    changes = {name: _flag(flag_values, name) for _, name, _ in DATA_FLAGS}
+    boundaries = changes.pop("bucket_boundaries")
+    if boundaries is not None:
+        try:
+            changes["bucket_boundaries"] = tuple(int(b) for b in boundaries)
+        except ValueError:
+            fail(f"--bucket_boundaries: expected comma-separated integers, got {','.join(boundaries)!r}")
+    given = [name for name in _PREFIXES if changes[name] is not None]
+    if given and changes["corpus"] is None:
+        changes["corpus"] = "text"  # your own files: the recipe's corpus gives way; its model and training stay
+    elif given and changes["corpus"] != "text":
+        fail(f"--{given[0]}: local files need --corpus=text (or no --corpus), got --corpus={changes['corpus']}")
+    return changes
+
+
+def _flag(flag_values, name: str):
+    """The value of flag ``name``, or None where this program does not define it."""
+    return flag_values[name].value if name in flag_values else None
+
+
+def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
+    """The recipe of --recipe with the override flags applied; a bad value exits with one line naming its flag.
+
+    ``needs_eval``: the caller validates on the eval split (training), so corpus text needs
+    --eval_prefix unless --eval_split is newstest2013/2014.
+    """
+    from keras_transformer.config import override
+
+    recipe = load_recipe(flag_values.recipe)
+    for name in _POSITIVE:
+        value = _flag(flag_values, name)
+        if value is not None and value <= 0:
+            fail(f"--{name}: must be positive, got {value}")
+    layers = _flag(flag_values, "num_layers")
+    try:  # each config validates its fields and names the field, which is the flag's name
+        data = override(recipe.data, **_data_changes(flag_values))
+        model = override(recipe.model, num_encoder_layers=layers, num_decoder_layers=layers,
+                         **{name: _flag(flag_values, name) for _, name, _ in MODEL_FLAGS if name != "num_layers"})
+        train = override(recipe.train, **{name: _flag(flag_values, name) for _, name, _ in TRAIN_FLAGS})
+        from keras_transformer.data import batching
+
+        batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
+    except ValueError as e:
+        fail_with(e, flag_values)
+    if data.corpus == "text":
+        if not data.train_prefix:
+            fail("--train_prefix: required with corpus text (files PREFIX.<source_lang>[.gz] and "
+                 "PREFIX.<target_lang>[.gz])")
+        if needs_eval and not data.eval_prefix and not data.eval_split.startswith("newstest"):
+            fail(f"--eval_prefix: required with corpus text to validate on --eval_split={data.eval_split} "
+                 "(or give --eval_split=newstest2013)")
+    return dataclasses.replace(recipe, model=model, data=data, train=train)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, with a parse error (a bad integer, an unknown flag) as one line and exit 2."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        fail(" ".join(str(e).split()))
 
 
 def run(main) -> None:
@@ -35,24 +176,24 @@ def run(main) -> None:
             absl_logging.set_verbosity(absl_logging.WARNING)
         return main(argv)
 
-    app.run(quiet_main)
+    app.run(quiet_main, flags_parser=_parse_flags)
 
 
 def load_recipe(name: str):
-    """Return the named recipe, or exit with one line naming the flag."""
+    """The recipe --recipe names (a recipe name or a recipe JSON file), or exit with one line naming the flag."""
     import recipes
 
     try:
-        return recipes.get(name)
+        return recipes.load(name)
     except ValueError as e:
         fail(str(e))
 
 
-def fail_with(error: Exception) -> None:
+def fail_with(error: Exception, flag_values=FLAGS) -> None:
     """Exit with a config/data error; "field: ..." messages become "--field: ..." when that flag exists."""
     message = str(error)
     name = message.split(":", 1)[0]
-    if name.isidentifier() and name in FLAGS:
+    if name.isidentifier() and name in flag_values:
         message = f"--{message}"
     fail(message)
 

@@ -1,6 +1,7 @@
 """kt-data-report: what the input pipeline makes of a recipe's corpus.
 
     kt-data-report --recipe=multi30k [--workdir=runs/multi30k] [--data_dir=...] [--json]
+    kt-data-report --recipe=base --train_prefix=data/train --source_lang=en --target_lang=de --vocab_size=32000
 
 Trains (or loads the cached) tokenizer into the work directory, then makes one
 pass over the training batches exactly as training builds them (no repeat;
@@ -20,7 +21,7 @@ from absl import flags
 from keras_transformer.cli import common
 
 FLAGS = flags.FLAGS
-common.define_recipe_flag()
+common.define_recipe_override_flags(training=False)  # --recipe, the data flags and --vocab_size
 common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Where the tokenizer is cached (default: runs/<recipe>).")
 flags.DEFINE_string("split", None, "Split to report on (default: the recipe's train split).")
@@ -97,12 +98,12 @@ def format_report(r: dict) -> str:
 
 def main(argv):
     del argv
-    recipe = common.load_recipe(FLAGS.recipe)
+    recipe = common.resolve_recipe(FLAGS, needs_eval=False)
     workdir = FLAGS.workdir or f"runs/{recipe.name}"
     try:
         r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split)
     except (ValueError, FileNotFoundError) as e:
-        common.fail(str(e))
+        common.fail_with(e)
     print(format_report(r))
     if FLAGS.json:
         print(json.dumps(r, sort_keys=True))
