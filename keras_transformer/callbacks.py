@@ -1,4 +1,5 @@
-"""Training callbacks: step checkpoints with resume, TensorBoard scalars, stop at a step count.
+"""Training callbacks: step checkpoints with resume, best checkpoints and early stopping, TensorBoard
+scalars, stop at a step count.
 
 Checkpoints are ``tf.train.Checkpoint(model, optimizer)`` files managed by a
 ``tf.train.CheckpointManager`` under ``<workdir>/checkpoints``: the manager
@@ -9,6 +10,7 @@ resumes from it with the step counter and the optimizer's moments restored.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -45,6 +47,18 @@ class CheckpointState:
             tf.io.gfile.rmtree(os.path.dirname(path))
         return path
 
+    def write(self, prefix: str) -> None:
+        """A copy of the current state at ``prefix`` (outside the manager's last-K rotation); chief only.
+
+        Every worker writes (multi-worker saving is collective); the others' copies are removed.
+        """
+        if self.is_chief:
+            self.checkpoint.write(prefix)
+        else:
+            scratch = os.path.join(os.path.dirname(prefix), f".worker_{id(self)}")
+            self.checkpoint.write(os.path.join(scratch, "ckpt"))
+            tf.io.gfile.rmtree(scratch)
+
 
 def checkpoint_step(path: str) -> int:
     return int(path.rsplit("-", 1)[-1])
@@ -71,6 +85,58 @@ class SaveCheckpoints(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._save()
+
+
+class KeepBest(keras.callbacks.Callback):
+    """Keep the ``keep`` best checkpoints by a validation score in ``directory``; stop after ``patience``
+    validations without a new best (0: never).
+
+    ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or ``val_bleu`` (higher;
+    logged by ``DevBleu``, which must run first). ``directory/best.json`` holds every validation's
+    (step, score) and the kept ones, best first, so a resumed run keeps its ranking and its patience.
+    """
+
+    def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0):
+        super().__init__()
+        self.state, self.directory, self.monitor, self.keep, self.patience = state, directory, monitor, keep, patience
+        self.sign = -1.0 if monitor == "val_bleu" else 1.0  # lower sign * score is better
+        self.manifest = os.path.join(directory, "best.json")
+        saved = json.loads(tf.io.gfile.GFile(self.manifest).read()) if tf.io.gfile.exists(self.manifest) else {}
+        if saved and saved["monitor"] != monitor:
+            raise ValueError(f"keep_best_by: {directory} ranks checkpoints by {saved['monitor']}, not {monitor}")
+        self.history = [tuple(x) for x in saved.get("history", [])]  # [(step, score)], in order
+        self.kept = [tuple(x) for x in saved.get("kept", [])]  # [(step, score)], best first
+        self.stopped_early = False
+
+    def _rank(self, entry):
+        step, score = entry
+        return self.sign * score, step  # ties: the earlier step
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs or self.monitor not in logs:
+            return
+        step, score = optimizer_step(self.model.optimizer), float(logs[self.monitor])
+        if any(s == step for s, _ in self.history):
+            return  # validated before an interruption; the ranking already has it
+        self.history.append((step, score))
+        ranked = sorted(self.kept + [(step, score)], key=self._rank)
+        if (step, score) in ranked[: self.keep]:
+            self.state.write(os.path.join(self.directory, f"ckpt-{step}"))
+        for old_step, _ in ranked[self.keep:]:
+            if old_step != step and self.state.is_chief:
+                for path in tf.io.gfile.glob(os.path.join(self.directory, f"ckpt-{old_step}.*")):
+                    tf.io.gfile.remove(path)
+        self.kept = ranked[: self.keep]
+        if self.state.is_chief:
+            partial = self.manifest + ".part"
+            with tf.io.gfile.GFile(partial, "w") as f:
+                json.dump({"monitor": self.monitor, "kept": self.kept, "history": self.history}, f, indent=1)
+            tf.io.gfile.rename(partial, self.manifest, overwrite=True)
+        best_step = min(self.history, key=self._rank)[0]
+        since_best = sum(1 for s, _ in self.history if s > best_step)
+        if self.patience and since_best >= self.patience:
+            self.stopped_early = True
+            self.model.stop_training = True
 
 
 class StopAtStep(keras.callbacks.Callback):

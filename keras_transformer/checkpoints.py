@@ -4,13 +4,16 @@
 last 5 checkpoints, which were written at 10-minute intervals."
 
     list_checkpoints(directory)                        -> [Checkpoint(step, path)], oldest first
-    average_checkpoints(workdir, num=5, output_dir=None) -> path of the averaged checkpoint
-    load_for_inference(workdir, checkpoint="latest"|"averaged"|PATH, data_dir=None)
+    average_checkpoints(workdir, num=5, output_dir=None, best=False) -> path of the averaged checkpoint
+    load_for_inference(workdir, checkpoint="latest"|"averaged"|"best"|PATH, data_dir=None)
         -> (model, recipe, tokenizer)
+    initial_weights(init_from, model)                  -> tokenizer file of the run the weights came from
 
 Training writes ``tf.train.Checkpoint(model=..., optimizer=...)`` files under
-``<workdir>/checkpoints``. The average is of the model weights only (the
-optimizer's moments are not averaged and not written); it goes to
+``<workdir>/checkpoints``, and with ``keep_best_by`` the best ones by a
+validation score under ``<workdir>/checkpoints/best`` (``best.json`` ranks
+them). The average is of the model weights only (the optimizer's moments are
+not averaged and not written); it goes to
 ``<workdir>/averaged/ckpt-<last step>``, with ``ckpt-<last step>.json``
 beside it naming the checkpoints that went into it.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import List, NamedTuple, Tuple, Union
 
@@ -43,6 +47,8 @@ from keras_transformer.data import tokenizer as tokenizer_lib
 from keras_transformer.model import Transformer, build_model
 
 CHECKPOINT_DIR = "checkpoints"
+BEST_DIR = os.path.join(CHECKPOINT_DIR, "best")
+BEST_MANIFEST = "best.json"
 AVERAGED_DIR = "averaged"
 _CKPT = re.compile(r"^ckpt-(\d+)\.index$")
 
@@ -92,9 +98,22 @@ def _write(model: Transformer, prefix: str) -> str:
     return tf.train.Checkpoint(model=model, optimizer=_TrainableVariables(model)).write(prefix)
 
 
+def best_checkpoints(workdir: Union[str, os.PathLike]) -> List[Checkpoint]:
+    """The kept best checkpoints of a run trained with ``keep_best_by``, best first."""
+    directory = Path(workdir) / BEST_DIR
+    manifest = directory / BEST_MANIFEST
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{manifest}: no best checkpoints (train with --keep_best_by=val_loss|val_bleu)")
+    kept = json.loads(manifest.read_text())["kept"]  # [[step, score], ...], best first
+    on_disk = {c.step: c for c in list_checkpoints(directory)}
+    return [on_disk[step] for step, _ in kept if step in on_disk]
+
+
 def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
-                        output_dir: Union[str, os.PathLike, None] = None) -> str:
-    """Average the model weights of the last ``num`` checkpoints of ``workdir`` (§6.1); returns the new prefix.
+                        output_dir: Union[str, os.PathLike, None] = None, best: bool = False) -> str:
+    """Average the model weights of the last (``best``: the best) ``num`` checkpoints of ``workdir`` (§6.1).
+
+    Returns the new prefix.
 
     Each weight is summed in float64 and divided by the number of checkpoints
     actually averaged (fewer than ``num`` if fewer exist; logged), so N copies
@@ -105,10 +124,13 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
         raise ValueError(f"num: must be >= 1, got {num}")
     workdir = Path(workdir)
     recipe = training.read_recipe(str(workdir))
-    available = list_checkpoints(workdir / CHECKPOINT_DIR)
-    if not available:
-        raise FileNotFoundError(f"{workdir / CHECKPOINT_DIR}: no ckpt-<step> checkpoints to average")
-    chosen = available[-num:]
+    if best:
+        chosen = sorted(best_checkpoints(workdir)[:num])  # oldest first, like the last N
+    else:
+        available = list_checkpoints(workdir / CHECKPOINT_DIR)
+        if not available:
+            raise FileNotFoundError(f"{workdir / CHECKPOINT_DIR}: no ckpt-<step> checkpoints to average")
+        chosen = available[-num:]
     if len(chosen) < num:
         logging.warning("only %d checkpoints in %s; averaging those (asked for %d)", len(chosen), workdir, num)
 
@@ -130,6 +152,7 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
         "averaged": [c.path for c in chosen],
         "steps": [c.step for c in chosen],
         "num_requested": num,
+        "best": best,
         "recipe": recipe.name,
     }
     with open(f"{prefix}.json", "w") as f:
@@ -139,8 +162,13 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
 
 
 def resolve_checkpoint(workdir: Union[str, os.PathLike], checkpoint: str = "latest") -> str:
-    """"latest" (training), "averaged" (newest average), or an explicit checkpoint prefix -> a prefix."""
+    """"latest" (training), "averaged" (newest average), "best" (best kept by keep_best_by), or a prefix."""
     workdir = Path(workdir)
+    if checkpoint == "best":
+        found = best_checkpoints(workdir)
+        if not found:
+            raise FileNotFoundError(f"{workdir / BEST_DIR}: no best checkpoints on disk")
+        return found[0].path
     if checkpoint in ("latest", "averaged"):
         directory = workdir / (CHECKPOINT_DIR if checkpoint == "latest" else AVERAGED_DIR)
         found = list_checkpoints(directory)
@@ -177,7 +205,7 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
     """(model with restored weights, recipe, tokenizer) of a training work directory.
 
     ``checkpoint``: "latest" (newest training checkpoint), "averaged" (newest
-    ``kt-average`` output) or a checkpoint prefix path. The model is built
+    ``kt-average`` output), "best" (``keep_best_by``) or a checkpoint prefix path. The model is built
     from ``recipe.json`` in float32 (a mixed-precision run's variables are
     float32 anyway); dropout is off at inference.
     """
@@ -192,3 +220,84 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
     _restore(model, path)
     logging.info("restored %s", path)
     return model, recipe, tok
+
+
+# Model fields that set the weights' shapes: a run can only resume or start from weights that agree on these.
+SHAPE_FIELDS = ("vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_k",
+                "d_v", "positional", "max_length", "norm")
+
+
+def shape_mismatch(old: Recipe, new: Recipe, where: str) -> None:
+    """Raise ValueError naming the first model field whose value differs between ``where``'s run and this one."""
+    for field in SHAPE_FIELDS:
+        before, now = getattr(old.model, field), getattr(new.model, field)
+        if before != now and not (field == "max_length" and old.model.positional == "sinusoidal"):
+            raise ValueError(f"{field}: {where} holds a model with {field}={before}, this run asks for {now}")
+
+
+def _init_source(init_from: Union[str, os.PathLike], recipe: Recipe) -> Tuple[Path, bool]:
+    """(path, is_saved_model) of ``--init_from``; its model must have this recipe's shape."""
+    from keras_transformer import export, inference
+
+    source = Path(init_from)
+    if inference.is_saved_model(source):
+        info = json.loads((source / "assets" / export.EXPORT_INFO).read_text())
+        shape_mismatch(Recipe.from_dict(info["recipe"]), recipe, str(source))
+        return source, True
+    if not (source / training.RECIPE_FILE).is_file():
+        raise FileNotFoundError(f"--init_from: {source} is neither a SavedModel nor a training work directory")
+    shape_mismatch(training.read_recipe(str(source)), recipe, str(source))
+    return source, False
+
+
+def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=None) -> bool:
+    """Refuse, before anything is written, a work directory whose run this one cannot continue; True if fresh.
+
+    A work directory with checkpoints resumes only with the same model shape and the same tokenizer
+    (ValueError naming the field, never a silent retrain). A fresh one started ``--init_from`` another
+    run gets that run's tokenizer, under the name this recipe's data looks it up by.
+    """
+    workdir = Path(workdir)
+    tokenizer_path = workdir / "tokenizer" / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
+    fresh = not list_checkpoints(workdir / CHECKPOINT_DIR)
+    if not fresh:
+        shape_mismatch(training.read_recipe(str(workdir)), recipe, str(workdir))
+        others = sorted(p.name for p in (workdir / "tokenizer").glob("*.model"))
+        if others and not tokenizer_path.is_file():
+            raise ValueError(f"tokenizer: {workdir} was trained with tokenizer/{others[0]} (another corpus, "
+                             f"vocabulary or seed); this run's data needs {tokenizer_path.name}. Resume with the "
+                             f"same data, or start a new --workdir (--init_from={workdir} keeps its weights)")
+    elif recipe.train.init_from:
+        source, is_saved_model = _init_source(recipe.train.init_from, recipe)
+        models = (sorted((source / "assets").glob("*.model")) if is_saved_model
+                  else [Path(find_tokenizer(source, recipe, data_dir).model_path)])
+        if len(models) != 1:
+            raise FileNotFoundError(f"--init_from: {source} holds {len(models)} tokenizer models, expected one")
+        tokenizer_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(models[0], tokenizer_path)
+    return fresh
+
+
+def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, recipe: Recipe) -> None:
+    """Load the weights of ``init_from`` into ``model`` (fine-tuning; the optimizer starts afresh).
+
+    ``init_from`` is a training work directory (its newest averaged checkpoint if any, else its
+    latest) or an exported SavedModel. Raises ValueError naming the field when its model's shape
+    differs from ``recipe``'s.
+    """
+    source, is_saved_model = _init_source(init_from, recipe)
+    if is_saved_model:
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the text signatures)
+
+        values = tf.saved_model.load(str(source)).model_variables  # export.Translator: a Transformer's .variables
+        exported = build_model(recipe.model)
+        if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in exported.variables]:
+            raise ValueError(f"--init_from: {source}'s {len(values)} variables do not match this model's")
+        for variable, value in zip(exported.variables, values):
+            variable.assign(value)
+        for weight, value in zip(model.weights, exported.weights):
+            weight.assign(value)
+    else:
+        has_average = bool(list_checkpoints(source / AVERAGED_DIR))
+        _restore(model, resolve_checkpoint(source, "averaged" if has_average else "latest"))
+    logging.info("initialised the weights from %s", source)

@@ -106,10 +106,15 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     ``datasets`` = (train, validation) may be given directly (tests); by default
     they are built from the recipe's corpus with ``keras_transformer.data``.
     """
+    from keras_transformer import checkpoints
+
     t = recipe.train
     if isinstance(strategy, str):
         strategy = make_strategy(strategy)
     is_chief, task_id = _is_chief(strategy)
+    if t.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
+    fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir if datasets is None else None)
     if is_chief:
         write_recipe(recipe, workdir)
     if is_chief and verbose != 0:
@@ -141,6 +146,8 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     start_step = state.restore_latest()
     if start_step:
         logging.info("Resumed from step %d (%s)", start_step, state.manager.latest_checkpoint)
+    elif fresh and t.init_from:
+        checkpoints.initial_weights(t.init_from, model, recipe)
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
         return {"steps": start_step, "resumed_from": start_step, "history": {}}
@@ -168,6 +175,11 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         tok = tok or tokenizer_lib.get_or_train(recipe, workdir, data_dir)
         callbacks.append(DevBleu.from_eval_split(recipe, tok, os.path.join(workdir, "tensorboard"), t.bleu_samples,
                                                  data_dir))
+    keep_best = None
+    if t.keep_best_by:  # after DevBleu, whose val_bleu it may rank by
+        keep_best = kt_callbacks.KeepBest(state, os.path.join(workdir, checkpoints.BEST_DIR), t.keep_best_by,
+                                          t.keep_best, t.early_stopping_patience)
+        callbacks.append(keep_best)
     start = time.time()
     # Keras warns when a dataset of unknown length ends (our validation pass) and about `shuffle`.
     warnings.filterwarnings("ignore", message=".*ran out of data.*")
@@ -185,12 +197,17 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     steps = kt_callbacks.optimizer_step(model.optimizer)
     if stop.stopped_by_time:
         logging.info("Stopped at step %d: --max_train_minutes=%g reached.", steps, t.max_train_minutes)
+    stopped_early = bool(keep_best and keep_best.stopped_early)
+    if stopped_early:
+        logging.info("Stopped at step %d: %s has not improved for %d validations.", steps, t.keep_best_by,
+                     t.early_stopping_patience)
     summary = {
         "steps": steps,
         "weights_sha256": weights_digest(model),
         "resumed_from": start_step,
         "train_seconds": time.time() - start,
         "stopped_by_time": stop.stopped_by_time,
+        "stopped_early": stopped_early,
         "history": {k: [float(x) for x in v] for k, v in history.history.items()},
     }
     if is_chief:

@@ -1,6 +1,7 @@
 """kt-average: average the last N checkpoints of a training run into one (§6.1: the last 5).
 
     kt-average --model=runs/multi30k --num=5      # -> runs/multi30k/averaged/ckpt-<last step>
+    kt-average --model=runs/multi30k --num=5 --best   # the 5 best by --keep_best_by instead of the last 5
 
 Then translate or export it with --checkpoint=averaged.
 """
@@ -16,6 +17,7 @@ from keras_transformer.cli import common
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/).")
 flags.DEFINE_integer("num", None, "How many of the latest checkpoints to average (default: the recipe's, 5).")
 flags.DEFINE_string("output_dir", None, "Where the average goes (default: WORKDIR/averaged).")
+flags.DEFINE_bool("best", False, "Average the best checkpoints kept by kt-train --keep_best_by, not the last ones.")
 FLAGS = flags.FLAGS
 
 
@@ -29,7 +31,7 @@ def main(argv):
 
     try:
         num = FLAGS.num or training.read_recipe(FLAGS.model).decode.average_checkpoints
-        path = checkpoints.average_checkpoints(FLAGS.model, num, FLAGS.output_dir)
+        path = checkpoints.average_checkpoints(FLAGS.model, num, FLAGS.output_dir, best=FLAGS.best)
     except (ValueError, FileNotFoundError) as e:
         common.fail(f"--model: {e}")
     with open(f"{path}.json") as f:

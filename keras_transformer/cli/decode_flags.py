@@ -12,7 +12,8 @@ FLAGS = flags.FLAGS
 def define_model_flags(required: bool = True) -> None:
     flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory."
                         + ("" if required else " Not needed with --hypothesis_file."))
-    flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average) or a "
+    flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average), "
+                        "'best' (--keep_best_by) or a "
                         "checkpoint path prefix.")
     common.define_data_dir_flag()
 

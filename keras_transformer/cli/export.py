@@ -17,7 +17,8 @@ from absl import flags
 from keras_transformer.cli import common
 
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/).")
-flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' (kt-average) or a checkpoint path prefix.")
+flags.DEFINE_string("checkpoint", "latest",
+                    "'latest', 'averaged' (kt-average), 'best' (--keep_best_by) or a checkpoint path prefix.")
 flags.DEFINE_string("export_dir", None, "Where the SavedModel goes, e.g. saved_models/NAME.")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()

@@ -19,7 +19,7 @@ from keras_transformer.cli import common
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/).")
 flags.DEFINE_string("sentence", None, "Source sentence to translate and plot.")
 flags.DEFINE_string("reference", None, "Target sentence to plot instead of the model's translation.")
-flags.DEFINE_string("checkpoint", "latest", "latest, averaged, or a checkpoint prefix path.")
+flags.DEFINE_string("checkpoint", "latest", "latest, averaged, best (--keep_best_by), or a checkpoint prefix path.")
 flags.DEFINE_string("output_dir", None, "Where the PNG files go (created if needed).")
 flags.DEFINE_boolean("learning_rate_schedule", False, "Plot Eq. 3 over train_steps instead of attention.")
 flags.DEFINE_string("recipe", None, "With --learning_rate_schedule: a recipe name (default: --model's recipe).")
