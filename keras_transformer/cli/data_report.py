@@ -26,10 +26,12 @@ common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Where the tokenizer is cached (default: runs/<recipe>).")
 flags.DEFINE_string("split", None, "Split to report on (default: the recipe's train split).")
 flags.DEFINE_bool("json", False, "End the output with one line of JSON.")
+flags.DEFINE_integer("replicas", 1, "Devices training in sync: the update's token budget is split over them.")
 
 
-def report(recipe, workdir, data_dir=None, split=None) -> dict:
-    """The figures of one pass over ``split``'s batches (default: the train split, batched as training does).
+def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1) -> dict:
+    """The figures of one pass over ``split``'s batches (default: the train split, batched as training does
+    on ``replicas`` devices: micro-batches of ``batching.plan_batches``).
 
     Training drops each bucket's final partial batch (with repeat, those pairs
     carry over to the next epoch): ``pairs_carried_over`` counts them.
@@ -37,6 +39,7 @@ def report(recipe, workdir, data_dir=None, split=None) -> dict:
     from keras_transformer.data import batching, corpora, tokenizer
 
     cfg = recipe.data
+    plan = batching.plan_batches(cfg, replicas, recipe.train.gradient_accumulation_steps)
     split = split or cfg.train_split
     data_dir = corpora.resolve_data_dir(data_dir)
     tok = tokenizer.get_or_train(recipe, workdir, data_dir)
@@ -44,8 +47,8 @@ def report(recipe, workdir, data_dir=None, split=None) -> dict:
     counts = batching.count_length_filter(pairs, tok, cfg)
     start = time.time()
     training = split == cfg.train_split  # other splits are batched as evaluation batches them
-    batches = batching.make_batches(pairs, tok, cfg, training=training, repeat=False, deterministic=True)
-    measured = batching.measure_batches(batches)
+    batches = batching.make_batches(pairs, tok, cfg, training=training, plan=plan, repeat=False, deterministic=True)
+    measured = batching.measure_batches(batches, replicas)
     seconds = time.time() - start
     return dict(
         recipe=recipe.name,
@@ -63,11 +66,15 @@ def report(recipe, workdir, data_dir=None, split=None) -> dict:
         vocab_size=tok.vocab_size,
         num_batches=measured.num_batches,
         tokens_per_batch=cfg.tokens_per_batch,
+        replicas=plan.replicas,
+        gradient_accumulation_steps=plan.accumulation,
+        replica_tokens=plan.replica_tokens,
+        tokens_per_update=plan.tokens_per_update,
         max_batch_tokens=measured.max_batch_tokens,
         source_tokens_per_batch=list(measured.source_tokens),
         target_tokens_per_batch=list(measured.target_tokens),
         distinct_shapes=len(measured.shapes),
-        num_buckets=len(batching.bucket_shapes(cfg)),
+        num_buckets=len(batching.bucket_shapes(cfg, plan)),
         padding_efficiency_source=round(measured.padding_efficiency_source, 4),
         padding_efficiency_target=round(measured.padding_efficiency_target, 4),
         pipeline_pairs_per_second=round(counts.kept / seconds, 1),
@@ -86,9 +93,14 @@ def format_report(r: dict) -> str:
         "filtered)",
         f"  in full batches    {r['pairs_in_batches']} ({r['pairs_carried_over']} left in partial buckets)",
         f"  vocabulary         {r['vocab_size']} shared BPE tokens",
-        f"  batches            {r['num_batches']}",
-        f"  tokens per batch   source {lo_s}/{med_s}/{hi_s}, target {lo_t}/{med_t}/{hi_t} (min/median/max, real)",
-        f"  largest batch      {r['max_batch_tokens']} padded tokens per side (budget {r['tokens_per_batch']})",
+        f"  tokens per update  {r['tokens_per_update']} padded per side = {r['replicas']} replica(s) x "
+        f"{r['gradient_accumulation_steps']} micro-batch(es) x {r['replica_tokens']} (tokens_per_batch "
+        f"{r['tokens_per_batch']})",
+        f"  micro-batches      {r['num_batches']}",
+        f"  tokens per batch   source {lo_s}/{med_s}/{hi_s}, target {lo_t}/{med_t}/{hi_t} (min/median/max, real, "
+        "all replicas)",
+        f"  largest batch      {r['max_batch_tokens']} padded tokens per side and replica (budget "
+        f"{r['replica_tokens']})",
         f"  batch shapes       {r['distinct_shapes']} distinct of {r['num_buckets']} buckets",
         f"  padding efficiency source {r['padding_efficiency_source']:.3f}, "
         f"target {r['padding_efficiency_target']:.3f}",
@@ -101,7 +113,7 @@ def main(argv):
     recipe = common.resolve_recipe(FLAGS, needs_eval=False)
     workdir = FLAGS.workdir or f"runs/{recipe.name}"
     try:
-        r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split)
+        r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split, FLAGS.replicas)
     except (ValueError, FileNotFoundError) as e:
         common.fail_with(e)
     print(format_report(r))
