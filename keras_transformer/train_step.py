@@ -75,7 +75,7 @@ class TransformerTrainer(Transformer):
         return [self.token_metrics]
 
     def _statistics(self, data, training):
-        (source_ids, target_in_ids), target_out_ids = data  # [B, S], [B, T], [B, T]
+        (source_ids, target_in_ids), target_out_ids, _ = keras.utils.unpack_x_y_sample_weight(data)  # [B, S], [B, T]
         logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
         return losses.token_statistics(target_out_ids, logits, self.label_smoothing)  # [B, T, 4]
 
