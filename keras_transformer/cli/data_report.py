@@ -43,7 +43,7 @@ def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1) -> dic
     split = split or cfg.train_split
     data_dir = corpora.resolve_data_dir(data_dir)
     tok = tokenizer.get_or_train(recipe, workdir, data_dir)
-    pairs, stats = corpora.load_split(cfg, split, data_dir)
+    pairs, stats = corpora.load_split(cfg, split, data_dir, workdir)  # the corpus check is cached there
     counts = batching.count_length_filter(pairs, tok, cfg)
     start = time.time()
     training = split == cfg.train_split  # other splits are batched as evaluation batches them

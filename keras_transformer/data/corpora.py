@@ -245,11 +245,14 @@ def split_files(cfg: DataConfig, split: str, data_dir: Path) -> Tuple[Path, Path
 
 
 def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
-    """A short hash naming a split's content (files' paths, sizes and mtimes; TFDS name), to key caches."""
+    """A short hash naming a split's files (resolved paths and sizes, as before streaming; TFDS name).
+
+    Keys the tokenizer cache: a copied or touched corpus keeps its tokenizer, so a run resumes.
+    """
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
-        return validation.fingerprint(split_shards(cfg, split, resolve_data_dir(data_dir)))
+        return validation.fingerprint(split_shards(cfg, split, resolve_data_dir(data_dir)), mtime=False)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 

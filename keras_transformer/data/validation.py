@@ -57,12 +57,16 @@ class CorpusCheck:
     sample_path: Optional[str] = None
 
 
-def fingerprint(shards: Sequence[Shard]) -> str:
-    """A short hash of every shard file's resolved path, size and mtime; the same for either direction."""
+def fingerprint(shards: Sequence[Shard], mtime: bool = True) -> str:
+    """A short hash of every shard file's resolved path, size and (``mtime``) mtime; the same for either direction.
+
+    The check's cache includes mtimes (an edited file is checked again); names that must survive a
+    copy of the same files, such as the tokenizer's cache key, leave them out.
+    """
     parts = []
     for path in (p for shard in shards for p in shard):
         st = path.stat()
-        parts.append(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}")
+        parts.append(f"{path.resolve()}:{st.st_size}" + (f":{st.st_mtime_ns}" if mtime else ""))
     return hashlib.sha256("|".join(sorted(parts)).encode()).hexdigest()[:10]
 
 

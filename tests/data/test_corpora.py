@@ -180,3 +180,19 @@ def test_tfds_wmt_under_mock_data(corpus, name, source_lang, target_lang):
 def test_unknown_language_is_refused():
     with pytest.raises(ValueError, match="source_lang"):
         corpora.load_split(DataConfig(corpus="wmt14", source_lang="fr"), "train")
+
+
+def test_fingerprint_of_a_corpus_is_its_paths_and_sizes_not_its_mtime(tmp_path, write_lines):
+    """The tokenizer cache key survives a touched or copied corpus, and equals the key of earlier releases."""
+    import hashlib
+    import os
+
+    write_lines(tmp_path / "t.en", ["a"])
+    write_lines(tmp_path / "t.de", ["b"])
+    cfg = DataConfig(corpus="text", train_prefix=str(tmp_path / "t"))
+    before = corpora.fingerprint(cfg, "train", tmp_path)
+    os.utime(tmp_path / "t.en", (1, 1))
+    assert corpora.fingerprint(cfg, "train", tmp_path) == before
+    files = sorted([tmp_path / "t.en", tmp_path / "t.de"])
+    text = "|".join(f"{p.resolve()}:{p.stat().st_size}" for p in files)
+    assert before == hashlib.sha256(text.encode()).hexdigest()[:10]
