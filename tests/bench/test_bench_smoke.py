@@ -19,7 +19,7 @@ SMOKE = {
     "train": ["bench/bench_train.py", "--recipes=tiny", "--variants=graph", "--steps=1", "--rounds=1",
               "--peak_seconds=0.05"],
     "memory": ["bench/bench_memory.py", "--recipes=tiny", "--train_steps=1", "--decode_batch=2", "--extra_length=2",
-               "--nostartup"],
+               "--nostartup", "--phases=train,decode,loss", "--loss_paths=current"],  # legacy needs git history
     "decode": ["bench/bench_decode.py", "--recipe=tiny", "--num_sentences=2", "--batch_sizes=2", "--extra_length=2"],
 }
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
@@ -66,14 +66,19 @@ def test_bench_train_reports_ours_and_torch_or_missing(runs):
         assert "ratio_vs_torch_eager" not in ours and result["versions"]["torch"] is None
 
 
-def test_bench_memory_reports_peaks_of_training_and_decoding(runs):
+def test_bench_memory_reports_peaks_of_training_decoding_and_the_loss_path(runs):
     result = _last_json(runs, "memory")
     assert result["bench"] == "memory" and result["cpu_count"] == os.cpu_count()
     phases = {r["phase"]: r for r in result["results"]}
-    assert set(phases) == {"train", "decode"}
+    assert set(phases) == {"train", "decode", "loss"}
     for row in phases.values():
-        assert row["recipe"] == "tiny"
+        assert row["recipe"] == "tiny" and row["code"] == "current" and row["vocab_size"] == 1000
+    for row in (phases["train"], phases["decode"]):
         assert row["peak_rss_mb"] >= row["rss_after_startup_mb"] > 0
+    loss = phases["loss"]
+    assert loss["peak_rss_mb"] >= loss["rss_before_step_mb"] > 0 and loss["loss_path_mb"] >= 0
+    assert phases["train"]["parameters"] > 0 and result["loss_path_ratios"] == []  # no legacy row to compare
+    assert [e["recipe"] for e in result["estimates"]] == ["tiny"]
 
 
 def test_bench_decode_reports_both_decoders(runs):
