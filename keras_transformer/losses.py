@@ -5,13 +5,13 @@ over the V vocabulary entries), and the per-token loss is
 
     H(q, p) = (1 - ε) (-log p_y) + ε mean_v(-log p_v),    ∂H/∂z = softmax(z) - q.
 
-One log-softmax per batch: :func:`token_statistics` takes the float32
-log-softmax of the logits once and reads from it the smoothed loss, the
-un-smoothed NLL and the argmax hit of every token, so the loss and every
-metric share one [B, T, V] float32 tensor. Its gradient is written out
-(softmax(z) - q, times the upstream gradient) rather than traced through the
-log-softmax, the gather and the mean, which would hold a one-hot and a
-broadcast [B, T, V] tensor each.
+One normaliser per batch: :func:`token_statistics` computes log Σ_v exp z_v
+of the float32 logits once and reads from it the smoothed loss, the
+un-smoothed NLL and the argmax hit of every token (log p_v = z_v - log Σ exp z),
+so the loss and every metric share the logits and no [B, T, V] log-softmax is
+kept. Its gradient is written out (softmax(z) - q, times the upstream gradient)
+in one buffer rather than traced through a log-softmax, a gather and a mean,
+which would hold a one-hot and a broadcast [B, T, V] tensor each.
 
 Means are over real target tokens only (labels != PAD_ID). Under
 ``tf.distribute`` each replica divides its token-loss sum by the *global*
@@ -33,27 +33,34 @@ SMOOTHED, NLL, HIT, REAL = 0, 1, 2, 3
 def token_statistics(labels, logits, epsilon):
     """labels [B, T], logits [B, T, V] -> [B, T, 4] float32: smoothed loss, NLL, argmax hit, real token.
 
-    Every column is 0 on padding. Only column SMOOTHED carries a gradient.
+    Every column is 0 on padding. Only column SMOOTHED carries a gradient. TensorFlow ops: the
+    gradient updates one [B, T, V] buffer in place (TF forwards a tensor's buffer to the next
+    element-wise op when nothing else holds it), which ``keras.ops`` cannot express.
     """
-    labels = ops.cast(labels, "int32")
-    mask = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [B, T]
+    import tensorflow as tf
 
-    @ops.custom_gradient
+    labels = tf.cast(labels, tf.int32)
+    mask = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)  # [B, T]
+
+    @tf.custom_gradient
     def statistics(z):  # z: logits [B, T, V]
-        log_p = ops.log_softmax(ops.cast(z, "float32"), axis=-1)  # [B, T, V]: the one float32 copy kept
-        nll = -ops.squeeze(ops.take_along_axis(log_p, labels[..., None], axis=-1), -1)  # [B, T]
-        uniform = -ops.mean(log_p, axis=-1)  # [B, T]
-        hit = ops.cast(ops.equal(ops.cast(ops.argmax(log_p, axis=-1), "int32"), labels), "float32")  # [B, T]
+        z = tf.cast(z, tf.float32)  # the one float32 [B, T, V] tensor kept for the gradient
+        log_norm = tf.reduce_logsumexp(z, axis=-1)  # [B, T]: log Σ_v exp z_v
+        log_p = lambda v: v - log_norm  # noqa: E731  log p of gathered / reduced logits
+        nll = -log_p(tf.gather(z, labels, batch_dims=2))  # [B, T]
+        uniform = -log_p(tf.reduce_mean(z, axis=-1))  # [B, T]: mean_v(-log p_v)
+        hit = tf.cast(tf.equal(tf.argmax(z, axis=-1, output_type=tf.int32), labels), tf.float32)  # [B, T]
         smoothed = (1.0 - epsilon) * nll + epsilon * uniform  # [B, T]
-        out = ops.stack([smoothed * mask, nll * mask, hit * mask, mask], axis=-1)  # [B, T, 4]
+        out = tf.stack([smoothed * mask, nll * mask, hit * mask, mask], axis=-1)  # [B, T, 4]
 
-        def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream  # [B, T, 4]
-            vocab = ops.shape(log_p)[-1]
-            is_label = ops.equal(ops.arange(vocab, dtype="int32"), labels[..., None])  # [B, T, V] bool
-            g = ops.exp(log_p) - epsilon / ops.cast(vocab, "float32")  # softmax(z) - ε/V
-            g = ops.where(is_label, g - (1.0 - epsilon), g)  # softmax(z) - q
-            return ops.cast(g * (upstream[..., SMOOTHED] * mask)[..., None], z.dtype)
+        def grad(upstream):  # upstream [B, T, 4]
+            vocab = tf.shape(z)[-1]
+            g = tf.exp(z - log_norm[..., None]) - epsilon / tf.cast(vocab, tf.float32)  # softmax(z) - ε/V
+            at_labels = tf.stack([tf.range(tf.size(labels)), tf.reshape(labels, [-1])], axis=1)  # [B*T, 2]
+            g = tf.tensor_scatter_nd_sub(tf.reshape(g, [-1, vocab]), at_labels,
+                                         tf.fill([tf.size(labels)], 1.0 - epsilon))  # softmax(z) - q
+            g = tf.reshape(g, tf.shape(z)) * (upstream[..., SMOOTHED] * mask)[..., None]
+            return tf.cast(g, logits.dtype)
 
         return out, grad
 
