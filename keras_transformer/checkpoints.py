@@ -258,14 +258,17 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
     run gets that run's tokenizer, under the name this recipe's data looks it up by.
     """
     workdir = Path(workdir)
-    tokenizer_path = workdir / "tokenizer" / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
+
+    def tokenizer_path():  # the name this recipe's data looks its tokenizer up by (stats the corpus files)
+        return workdir / "tokenizer" / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
+
     fresh = not list_checkpoints(workdir / CHECKPOINT_DIR)
     if not fresh:
         shape_mismatch(training.read_recipe(str(workdir)), recipe, str(workdir))
         others = sorted(p.name for p in (workdir / "tokenizer").glob("*.model"))
-        if others and not tokenizer_path.is_file():
+        if others and not tokenizer_path().is_file():
             raise ValueError(f"tokenizer: {workdir} was trained with tokenizer/{others[0]} (another corpus, "
-                             f"vocabulary or seed); this run's data needs {tokenizer_path.name}. Resume with the "
+                             f"vocabulary or seed); this run's data needs {tokenizer_path().name}. Resume with the "
                              f"same data, or start a new --workdir (--init_from={workdir} keeps its weights)")
     elif recipe.train.init_from:
         source, is_saved_model = _init_source(recipe.train.init_from, recipe)
@@ -273,8 +276,9 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
                   else [Path(find_tokenizer(source, recipe, data_dir).model_path)])
         if len(models) != 1:
             raise FileNotFoundError(f"--init_from: {source} holds {len(models)} tokenizer models, expected one")
-        tokenizer_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(models[0], tokenizer_path)
+        target = tokenizer_path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(models[0], target)
     return fresh
 
 

@@ -114,7 +114,7 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     is_chief, task_id = _is_chief(strategy)
     if t.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
-    fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir if datasets is None else None)
+    fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir)
     if is_chief:
         write_recipe(recipe, workdir)
     if is_chief and verbose != 0:
