@@ -202,7 +202,7 @@ def find_tokenizer(workdir: Union[str, os.PathLike], recipe: Recipe, data_dir=No
 
 def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "latest",
                        data_dir=None) -> Tuple[Transformer, Recipe, tokenizer_lib.Tokenizer]:
-    """(model with restored weights, recipe, tokenizer) of a training work directory.
+    """(model with restored weights, recipe, tokenizer) of a training work directory or an exported SavedModel.
 
     ``checkpoint``: "latest" (newest training checkpoint), "averaged" (newest
     ``kt-average`` output), "best" (``keep_best_by``) or a checkpoint prefix path. The model is built
@@ -210,6 +210,13 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
     float32 anyway); dropout is off at inference.
     """
     workdir = Path(model_arg)
+    if (workdir / "saved_model.pb").is_file():
+        if checkpoint != "latest":
+            raise ValueError(f"--checkpoint: {workdir} is an exported SavedModel; checkpoints apply to work "
+                             "directories")
+        from keras_transformer import export
+
+        return export.load_exported(workdir)
     recipe = training.read_recipe(str(workdir))
     path = resolve_checkpoint(workdir, checkpoint)
     tok = find_tokenizer(workdir, recipe, data_dir)

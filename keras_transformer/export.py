@@ -2,6 +2,7 @@
 
     Translator(model, tokenizer, recipe)   the module; also used directly for checkpoint inference
     export(model, tokenizer, recipe, export_dir, with_text=True, info=None) -> export_dir
+    load_exported(export_dir) -> (model, recipe, tokenizer)   the Keras model back from an export
 
 Signatures (TF signatures cannot have optional inputs, so the decoding
 options come in two flavours: fixed at the recipe's §6.1 values — beam 4,
@@ -38,17 +39,19 @@ tensorflow-text needs an export made with ``with_text=False``
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import tempfile
 import types
-from typing import Optional
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import Recipe
+from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 
 TEXT_SIGNATURES = ("serving_default", "translate_with_options")
@@ -155,3 +158,34 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
             translator.tokenizer_model = tf.saved_model.Asset(spm_path)
         tf.saved_model.save(translator, str(export_dir), signatures=translator.signatures())
     return str(export_dir)
+
+
+def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
+    """(Keras model, recipe, tokenizer) rebuilt from a text SavedModel written by ``export``.
+
+    The model is built from ``assets/export.json``'s recipe and takes the SavedModel's ``model_variables``,
+    which ``Translator`` stores in ``model.variables`` order; every shape is checked. This lets an export be
+    re-exported with newer decoding code or converted to another engine without its work directory.
+    """
+    from keras_transformer.model import build_model
+
+    info_path = os.path.join(export_dir, "assets", EXPORT_INFO)
+    if not os.path.isfile(info_path):
+        raise FileNotFoundError(f"{info_path}: not found; is {export_dir} a SavedModel written by kt-export?")
+    with open(info_path) as f:
+        recipe = Recipe.from_dict(json.load(f)["recipe"])
+    tokenizers = sorted(glob.glob(os.path.join(export_dir, "assets", "*.model")))
+    if not tokenizers:
+        raise FileNotFoundError(f"{export_dir}/assets: no SentencePiece model (exported with --ids_only?)")
+    loaded = tf.saved_model.load(str(export_dir))
+    model = build_model(recipe.model)
+    saved = list(loaded.model_variables)
+    if len(saved) != len(model.variables):
+        raise ValueError(f"{export_dir}: {len(saved)} variables, but recipe {recipe.name!r} builds "
+                         f"{len(model.variables)}")
+    for variable, value in zip(model.variables, saved):
+        if tuple(variable.shape) != tuple(value.shape):
+            raise ValueError(f"{export_dir}: variable {variable.path} has shape {tuple(value.shape)} in the export, "
+                             f"{tuple(variable.shape)} in the model")
+        variable.assign(value)
+    return model, recipe, Tokenizer(tokenizers[0])
