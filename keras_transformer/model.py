@@ -2,8 +2,8 @@
 
     call((source_ids [B, S], target_in_ids [B, T]))  -> logits [B, T, V]
     encode(source_ids)                               -> memory [B, S, D]
-    init_cache(memory, max_length)                   -> per-layer key/value cache
-    decode_step(token_ids [B], step, cache, memory_mask) -> (logits [B, V], cache)
+    init_cache(memory)                               -> per-layer key/value cache
+    decode_step(token_ids [N], step, cache, memory_mask) -> (logits [N, V], cache)   N = B or B*K
 
 Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4). Dropout is applied to the sums of embeddings and positional
@@ -67,14 +67,17 @@ class Transformer(keras.Model):
 
     # -- incremental decoding --------------------------------------------------------------------
 
-    def init_cache(self, memory, max_length):
-        """memory [B, S, D] -> cache for up to ``max_length`` target positions."""
-        return self.decoder.init_cache(memory, max_length)
+    def init_cache(self, memory):
+        """memory [B, S, D] -> per-layer cache: empty self-attention keys/values, projected memory."""
+        return self.decoder.init_cache(memory)
 
     def decode_step(self, token_ids, step, cache, memory_mask):
-        """token_ids [B] at position ``step`` (scalar) -> (logits [B, V] float32, updated cache)."""
+        """token_ids [N] at position ``step`` (scalar) -> (logits [N, V] float32, cache one position longer).
+
+        N is the memory's B, or B*K hypotheses with the K of an item adjacent (``DecoderLayer.step``).
+        """
         y = self._embed(token_ids[:, None], start=step)  # [B, 1, D]
-        y, cache = self.decoder.step(y, cache, step, memory_mask)
+        y, cache = self.decoder.step(y, cache, memory_mask)
         logits = self.embedding.logits(y)[:, 0, :]  # [B, V]
         return ops.cast(logits, "float32"), cache
 

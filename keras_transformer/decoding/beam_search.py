@@ -15,25 +15,32 @@ ones ending in EOS that rank within the top K are scored and merged into the
 finished set. (Admitting EOS only from the top K is the textbook beam and
 fairseq's rule; it makes K = 1 with α = 0 exactly greedy decoding.)
 
-An item stops at its own maximum length, or as soon as no alive beam can beat
-the worst of its finished ones (tensor2tensor's rule): log-probabilities only
-fall and lp only grows, so log P_alive / lp(max_length) bounds every extension
-for any α >= 0. The ``tf.while_loop`` stops when every item has stopped;
-stopped items are frozen while the others continue.
+An item stops at its own maximum length, or once it holds K finished
+hypotheses and no alive beam can beat the worst of them (tensor2tensor's rule,
+applied to a full n-best list): log-probabilities only fall and lp only grows,
+so log P_alive / lp(max_length) bounds every extension for any α >= 0. Waiting
+for K finished hypotheses never changes the best one (nothing alive can beat
+it) and fills the n-best list that reranking and MBR read. A stopped item
+leaves the search: its result is written out and its rows are dropped from
+every loop tensor and cache, so the remaining steps spend no work on it. The
+``tf.while_loop`` ends when no item is left.
 
-The search knows nothing of the model: ``step_fn(token_ids [B*K], step, cache)
--> (log_probs [B*K, V], cache)`` does one decoder step; it must return
-log-probabilities (<= 0; a banned token gets NEG_INF), not raw logits. Every tensor in
-``cache`` is per beam (leading dimension B*K, beams of an item adjacent) and is
-reordered with the beams; per-item constants such as the encoder memory belong
-in ``step_fn``'s closure. All shapes are loop invariant, so the search traces
-once per input signature and exports to a SavedModel with stock ops only.
+The search knows nothing of the model: ``step_fn(token_ids [N], step, cache,
+item_cache) -> (log_probs [N, V], cache)`` does one decoder step for the
+N = B'*K hypotheses of the B' items still searching (beams of an item
+adjacent); it must return log-probabilities (<= 0; a banned token gets
+NEG_INF), not raw logits. ``cache`` is per beam (leading dimension N) and is
+reordered with the beams each step; ``item_cache`` is per item (leading
+dimension B'; e.g. the encoder memory), never reordered, only thinned when
+items stop. Any cache dimension may change from step to step (a key/value
+cache grows by one position), so the search traces once per input signature
+and exports to a SavedModel with stock ops only.
 
 Outputs: sequences [B, K, T] int32 without BOS, EOS included, PAD after EOS,
 T = steps run; scores [B, K] float32, best first. An item with no finished
 hypothesis falls back to its alive beams (no EOS, scored at its maximum
-length). An item that stops with fewer than K finished hypotheses (no alive
-beam could beat them) has empty slots: all PAD, score NEG_INF.
+length). An item that reaches its maximum length with fewer than K finished
+hypotheses (but at least one) has empty slots after them: all PAD, score NEG_INF.
 """
 
 from __future__ import annotations
@@ -44,8 +51,7 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-
-NEG_INF = -1.0e9  # finite: -inf would turn into NaN in sums and differences
+from keras_transformer.decoding.model_step import NEG_INF
 
 
 class SearchResult(NamedTuple):
@@ -59,102 +65,121 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
 
 
-def _loop_shape(t):
-    """Shape invariant for a loop tensor: the static shape with an unknown leading (batch) dimension."""
-    if t.shape.rank is None or t.shape.rank == 0:
-        return t.shape
-    return tf.TensorShape([None]).concatenate(t.shape[1:])
+def cache_invariants(cache):
+    """Shape invariants for a cache nest in a ``tf.while_loop``: every dimension may change (rank is kept)."""
+    return tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache)
 
 
-def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, eos_id=EOS_ID, bos_id=BOS_ID) -> SearchResult:
+def _gather_beams(x, beams):
+    """x [B, N, ...], beams [B, M] -> [B, M, ...]."""
+    return tf.gather(x, beams, batch_dims=1)
+
+
+class _Items(NamedTuple):
+    """The per-item loop state of the items still searching (leading dimension B')."""
+
+    index: tf.Tensor  # [B'] int32, the item's row in the output
+    max_lengths: tf.Tensor  # [B'] int32
+    alive_seq: tf.Tensor  # [B', K, T] int32
+    alive_log_probs: tf.Tensor  # [B', K] float32
+    finished_seq: tf.Tensor  # [B', K, T] int32
+    finished_scores: tf.Tensor  # [B', K] float32
+    finished_flags: tf.Tensor  # [B', K] bool
+
+    def results(self, num_steps, alpha):
+        """(sequences [B', K, T], scores [B', K]): the finished set, or the alive beams where none finished."""
+        any_finished = tf.reduce_any(self.finished_flags, axis=1)  # [B']
+        alive_scores = self.alive_log_probs / length_penalty(num_steps, alpha)  # [B', K]
+        return (tf.where(any_finished[:, None, None], self.finished_seq, self.alive_seq),
+                tf.where(any_finished[:, None], self.finished_scores, alive_scores))
+
+
+def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cache=(), eos_id=EOS_ID,
+                bos_id=BOS_ID) -> SearchResult:
     """Beam search over ``step_fn`` (see the module docstring).
 
-    initial_cache: nest of tensors [B*K, ...]; max_lengths [B] int: most tokens (EOS included) per item,
-    at most the cache length; beam_size K and alpha may be Python numbers or scalar tensors.
+    initial_cache: nest of tensors [B*K, ...]; item_cache: nest of tensors [B, ...]; max_lengths [B] int: most
+    tokens (EOS included) per item; beam_size K and alpha may be Python numbers or scalar tensors.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     alpha = tf.cast(alpha, tf.float32)
     k = tf.cast(beam_size, tf.int32)
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # T of the output buffers
-    max_lp = length_penalty(max_lengths, alpha)  # [B], the smallest divisor an alive beam can still reach
 
-    def gather_beams(x, beams):
-        """x [B, N, ...], beams [B, M] -> [B, M, ...]."""
-        return tf.gather(x, beams, batch_dims=1)
-
-    def step(i, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags, done, cache):
-        previous = tf.gather(alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B, K]
+    def step(i, items, cache, item_cache, out_seq, out_scores):
+        b_live = tf.shape(items.index)[0]
+        previous = tf.gather(items.alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B', K]
         previous = tf.where(tf.equal(i, 0), tf.fill(tf.shape(previous), bos_id), previous)
-        log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache)  # [B*K, V]
+        log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache, item_cache)  # [B'*K, V]
         v = tf.shape(log_probs)[-1]
-        log_probs = alive_log_probs[:, :, None] + tf.reshape(log_probs, [b, k, v])  # [B, K, V]
+        log_probs = items.alive_log_probs[:, :, None] + tf.reshape(log_probs, [b_live, k, v])  # [B', K, V]
 
         # The 2K best expansions of each item: at most K of them end in EOS (one per beam).
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(log_probs, [b, k * v]), k=2 * k)  # [B, 2K]
-        top_beams, top_tokens = top_ids // v, top_ids % v  # [B, 2K]
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(log_probs, [b_live, k * v]), k=2 * k)  # [B', 2K]
+        top_beams, top_tokens = top_ids // v, top_ids % v  # [B', 2K]
         at_i = tf.equal(tf.range(t_max), i)[None, None, :]  # [1, 1, T]
-        top_seq = tf.where(at_i, top_tokens[:, :, None], gather_beams(alive_seq, top_beams))  # [B, 2K, T]
-        top_eos = tf.equal(top_tokens, eos_id)  # [B, 2K]
+        top_seq = tf.where(at_i, top_tokens[:, :, None], _gather_beams(items.alive_seq, top_beams))  # [B', 2K, T]
+        top_eos = tf.equal(top_tokens, eos_id)  # [B', 2K]
 
         # Alive: the best K expansions that do not end in EOS.
-        new_alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B, K]
-        new_alive_seq = gather_beams(top_seq, alive_pick)  # [B, K, T]
-        source_beams = gather_beams(top_beams, alive_pick)  # [B, K]
+        alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B', K]
+        source_beams = _gather_beams(top_beams, alive_pick)  # [B', K]
 
         # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set.
-        admit = tf.logical_and(top_eos, (tf.range(2 * k) < k)[None, :])  # [B, 2K]
-        new_scores = tf.where(admit, top_log_probs / length_penalty(i + 1, alpha), NEG_INF)  # [B, 2K]
-        merged_scores = tf.concat([finished_scores, new_scores], axis=1)  # [B, 3K]
-        new_finished_scores, finished_pick = tf.math.top_k(merged_scores, k=k)  # [B, K]
-        new_finished_seq = gather_beams(tf.concat([finished_seq, top_seq], axis=1), finished_pick)  # [B, K, T]
-        new_finished_flags = gather_beams(tf.concat([finished_flags, admit], axis=1), finished_pick)  # [B, K]
+        admit = tf.logical_and(top_eos, (tf.range(2 * k) < k)[None, :])  # [B', 2K]
+        new_scores = tf.where(admit, top_log_probs / length_penalty(i + 1, alpha), NEG_INF)  # [B', 2K]
+        finished_scores, finished_pick = tf.math.top_k(
+            tf.concat([items.finished_scores, new_scores], axis=1), k=k)  # [B', K]
+        items = items._replace(
+            alive_seq=_gather_beams(top_seq, alive_pick), alive_log_probs=alive_log_probs,
+            finished_seq=_gather_beams(tf.concat([items.finished_seq, top_seq], axis=1), finished_pick),
+            finished_scores=finished_scores,
+            finished_flags=_gather_beams(tf.concat([items.finished_flags, admit], axis=1), finished_pick))
 
-        # Items that had already stopped keep their state.
-        live = tf.logical_not(done)  # [B]
-        alive_seq = tf.where(live[:, None, None], new_alive_seq, alive_seq)
-        alive_log_probs = tf.where(live[:, None], new_alive_log_probs, alive_log_probs)
-        finished_seq = tf.where(live[:, None, None], new_finished_seq, finished_seq)
-        finished_scores = tf.where(live[:, None], new_finished_scores, finished_scores)
-        finished_flags = tf.where(live[:, None], new_finished_flags, finished_flags)
+        # Stop at the maximum length, or with K finished that no alive beam can beat.
+        best_alive = tf.reduce_max(alive_log_probs, axis=1) / length_penalty(items.max_lengths, alpha)  # [B']
+        worst_finished = tf.reduce_min(tf.where(items.finished_flags, finished_scores, NEG_INF), axis=1)  # [B']
+        done = (i + 1 >= items.max_lengths) | (worst_finished > best_alive)  # [B']
 
-        # Reorder the per-beam cache: row b*K + j takes the row of its source beam.
-        rows = tf.reshape(tf.range(b)[:, None] * k + source_beams, [-1])  # [B*K]
+        def retire():  # write the stopped items' results; per-item constants lose their rows
+            stopped = tf.where(done)[:, 0]  # [R]
+            sequences, scores = (tf.gather(x, stopped) for x in items.results(i + 1, alpha))
+            rows = tf.gather(items.index, stopped)[:, None]  # [R, 1]
+            return (tf.tensor_scatter_nd_update(out_seq, rows, sequences),
+                    tf.tensor_scatter_nd_update(out_scores, rows, scores),
+                    tf.nest.map_structure(lambda t: tf.gather(t, tf.where(~done)[:, 0]), item_cache))
+
+        out_seq, out_scores, item_cache = tf.cond(tf.reduce_any(done), retire,
+                                                  lambda: (out_seq, out_scores, item_cache))
+        keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
+        items = tf.nest.map_structure(lambda t: tf.gather(t, keep), items)
+        # The per-beam cache in one gather: row j*K + m takes the row of its source beam; stopped items go.
+        rows = tf.reshape(keep[:, None] * k + tf.gather(source_beams, keep), [-1])  # [B''*K]
         cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
+        return i + 1, items, cache, item_cache, out_seq, out_scores
 
-        best_alive = tf.reduce_max(alive_log_probs, axis=1) / max_lp  # [B]
-        worst_finished = tf.reduce_min(tf.where(finished_flags, finished_scores, -NEG_INF), axis=1)  # [B]
-        worst_finished = tf.where(tf.reduce_any(finished_flags, axis=1), worst_finished, NEG_INF)
-        done = done | (i + 1 >= max_lengths) | (worst_finished > best_alive)  # [B]
-        return i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags, done, cache
-
-    def not_done(i, *state):
-        done = state[5]
-        return tf.logical_and(i < t_max, tf.logical_not(tf.reduce_all(done)))
+    def searching(i, items, *state):
+        return tf.logical_and(i < t_max, tf.shape(items.index)[0] > 0)
 
     first_beam = tf.equal(tf.range(k), 0)[None, :]  # [1, K]: only beam 0 is live at first (no duplicates)
-    state = (
-        tf.constant(0),
-        tf.zeros([b, k, t_max], tf.int32),  # alive_seq [B, K, T]
-        tf.where(first_beam, 0.0, NEG_INF) * tf.ones([b, 1]),  # alive_log_probs [B, K]
-        tf.zeros([b, k, t_max], tf.int32),  # finished_seq [B, K, T]
-        tf.fill([b, k], NEG_INF),  # finished_scores [B, K]
-        tf.zeros([b, k], tf.bool),  # finished_flags [B, K]
-        max_lengths <= 0,  # done [B]
-        initial_cache,
-    )
-    invariants = (tf.TensorShape([]), tf.TensorShape([None, None, None]), tf.TensorShape([None, None]),
-                  tf.TensorShape([None, None, None]), tf.TensorShape([None, None]), tf.TensorShape([None, None]),
-                  tf.TensorShape([None]), tf.nest.map_structure(_loop_shape, initial_cache))
-    num_steps, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags, _, _ = tf.while_loop(
-        not_done, step, state, shape_invariants=invariants, maximum_iterations=t_max)
-
-    # Items with no finished hypothesis fall back to their alive beams, scored at their full length.
-    any_finished = tf.reduce_any(finished_flags, axis=1)  # [B]
-    alive_scores = alive_log_probs / length_penalty(tf.minimum(max_lengths, num_steps), alpha)[:, None]  # [B, K]
-    sequences = tf.where(any_finished[:, None, None], finished_seq, alive_seq)[:, :, :num_steps]  # [B, K, T]
-    scores = tf.where(any_finished[:, None], finished_scores, alive_scores)  # [B, K]
-    return SearchResult(sequences, scores, num_steps)
+    start_log_probs = tf.where(first_beam, 0.0, NEG_INF) * tf.ones([b, 1])  # [B, K]
+    empty = tf.zeros([b, k, t_max], tf.int32)  # [B, K, T]
+    items = _Items(tf.range(b), max_lengths, empty, start_log_probs, empty, tf.fill([b, k], NEG_INF),
+                   tf.zeros([b, k], tf.bool))
+    searched = tf.cast(tf.where(max_lengths > 0)[:, 0], tf.int32)  # items allowed no token keep the start state
+    items = tf.nest.map_structure(lambda t: tf.gather(t, searched), items)
+    initial_cache = tf.nest.map_structure(
+        lambda t: tf.gather(t, tf.reshape(searched[:, None] * k + tf.range(k)[None, :], [-1])), initial_cache)
+    item_cache = tf.nest.map_structure(lambda t: tf.gather(t, searched), item_cache)
+    item_invariants = _Items(*(tf.TensorShape([None] * t.shape.rank) for t in items))
+    num_steps, _, _, _, out_seq, out_scores = tf.while_loop(
+        searching, step, (tf.constant(0), items, initial_cache, item_cache, empty, start_log_probs),
+        shape_invariants=(tf.TensorShape([]), item_invariants, cache_invariants(initial_cache),
+                          cache_invariants(item_cache), tf.TensorShape([None, None, None]),
+                          tf.TensorShape([None, None])),
+        maximum_iterations=t_max)
+    return SearchResult(out_seq[:, :, :num_steps], out_scores, num_steps)
 
 
 # -- the model-level entry point -----------------------------------------------------------------
@@ -162,8 +187,8 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, eos_id=EO
 
 def _beam_search_model(model, source_ids, beam_size, alpha, extra_length):
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    step_fn, cache = model_step.cached_step_fn(model, source_ids, beam_size, tf.maximum(tf.reduce_max(max_lengths), 0))
-    result = beam_search(step_fn, cache, beam_size, max_lengths, alpha)
+    step_fn, cache, item_cache = model_step.cached_step_fn(model, source_ids, beam_size)
+    result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, item_cache)
     return result.sequences, result.scores
 
 

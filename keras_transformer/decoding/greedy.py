@@ -13,11 +13,12 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.beam_search import SearchResult, _loop_shape, length_penalty
+from keras_transformer.decoding.beam_search import SearchResult, cache_invariants, length_penalty
 
 
-def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, eos_id=EOS_ID, bos_id=BOS_ID) -> SearchResult:
-    """step_fn(token_ids [B], step, cache) -> (log_probs [B, V], cache); max_lengths [B] (EOS included)."""
+def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, item_cache=(), eos_id=EOS_ID,
+                  bos_id=BOS_ID) -> SearchResult:
+    """step_fn(token_ids [B], step, cache, item_cache) -> (log_probs [B, V], cache); max_lengths [B] (EOS included)."""
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)
@@ -25,7 +26,7 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, eos_id=EOS_ID,
     def step(i, sequences, log_prob, lengths, done, cache):
         previous = tf.gather(sequences, tf.maximum(i - 1, 0), axis=1)  # [B]
         previous = tf.where(tf.equal(i, 0), tf.fill([b], bos_id), previous)
-        log_probs, cache = step_fn(previous, i, cache)  # [B, V]
+        log_probs, cache = step_fn(previous, i, cache, item_cache)  # [B, V]
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [B]
         live = tf.logical_not(done)  # [B]
         at_i = tf.equal(tf.range(t_max), i)[None, :]  # [1, T]
@@ -41,7 +42,7 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, eos_id=EOS_ID,
     state = (tf.constant(0), tf.zeros([b, t_max], tf.int32), tf.zeros([b]), tf.zeros([b], tf.int32),
              max_lengths <= 0, initial_cache)
     invariants = (tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None]), tf.TensorShape([None]),
-                  tf.TensorShape([None]), tf.nest.map_structure(_loop_shape, initial_cache))
+                  tf.TensorShape([None]), cache_invariants(initial_cache))
     num_steps, sequences, log_prob, lengths, _, _ = tf.while_loop(
         not_done, step, state, shape_invariants=invariants, maximum_iterations=t_max)
     scores = log_prob / length_penalty(lengths, alpha)  # [B]
@@ -50,8 +51,8 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, eos_id=EOS_ID,
 
 def _greedy_model(model, source_ids, alpha, extra_length):
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    step_fn, cache = model_step.cached_step_fn(model, source_ids, 1, tf.maximum(tf.reduce_max(max_lengths), 0))
-    result = greedy_search(step_fn, cache, max_lengths, alpha)
+    step_fn, cache, item_cache = model_step.cached_step_fn(model, source_ids, 1)
+    result = greedy_search(step_fn, cache, max_lengths, alpha, item_cache)
     return result.sequences, result.scores
 
 

@@ -6,8 +6,10 @@
 
 Masks are explicit boolean tensors broadcastable to [B, H, T, S], True where a
 query may attend to a key (see ``masks.py``). The incremental key/value cache
-used for decoding is a fixed-size buffer [B, H, T_max, d_k] written one
-position per step, so its shape never changes inside a ``tf.while_loop``.
+used for decoding grows by one position per step ([B, H, t, d_k] ->
+[B, H, t + 1, d_k]), so a step attends over, and copies, only the positions
+decoded so far: its cost follows the tokens decoded, not the longest output
+allowed.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class MultiHeadAttention(keras.layers.Layer):
       ``project_key_value(memory)``            -> (k [B, H, S, d_k], v [B, H, S, d_v])
       ``attend(query, k, v, mask)``            -> [B, T, D]   (precomputed keys/values)
       ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
-      ``write_cache(cache_k, cache_v, x, step)`` -> (k, v) with position ``step`` filled
+      ``append_cache(cache_k, cache_v, x)``   -> (k, v) one position longer
     """
 
     def __init__(self, d_model, num_heads, d_k=None, d_v=None, attention_dropout=0.0, **kwargs):
@@ -99,17 +101,13 @@ class MultiHeadAttention(keras.layers.Layer):
         _, weights = scaled_dot_product_attention(q, k, v, mask)
         return weights  # [B, H, T, S]
 
-    def write_cache(self, cache_k, cache_v, x, step):
-        """Project the new token x [B, 1, D] and write it at position ``step``.
+    def append_cache(self, cache_k, cache_v, x):
+        """Project the new token x [B, 1, D] and append its key and value to the cache.
 
-        cache_k [B, H, T_max, d_k], cache_v [B, H, T_max, d_v]; step is a scalar.
-        The write is a one-hot blend, so shapes stay fixed and no XLA-only op is needed.
+        cache_k [B, H, t, d_k], cache_v [B, H, t, d_v] -> [B, H, t + 1, d_k], [B, H, t + 1, d_v].
         """
         k, v = self.project_key_value(x)  # [B, H, 1, d_k], [B, H, 1, d_v]
-        t_max = ops.shape(cache_k)[2]
-        at_step = ops.cast(ops.equal(ops.arange(t_max), step), cache_k.dtype)
-        at_step = ops.reshape(at_step, (1, 1, t_max, 1))  # [1, 1, T_max, 1]
-        return cache_k * (1 - at_step) + k * at_step, cache_v * (1 - at_step) + v * at_step
+        return ops.concatenate([cache_k, k], axis=2), ops.concatenate([cache_v, v], axis=2)
 
     def get_config(self):
         config = super().get_config()

@@ -1,9 +1,15 @@
 """The decoder (§3.1): N layers of masked self-attention, encoder-decoder attention and FFN.
 
 Besides the full (teacher-forced) pass, ``step`` runs one target position at a
-time against a key/value cache: the decoder's self-attention keys/values are
-written into fixed-size buffers, and the encoder-decoder keys/values are
-computed once from the memory (``init_cache``).
+time against a key/value cache: the decoder's self-attention keys/values grow
+by one position per step, and the encoder-decoder keys/values are computed
+once from the memory (``init_cache``).
+
+The step's rows may be a multiple of the memory's: with beam search, N = B*K
+hypothesis rows (the K beams of an item adjacent) read one memory row per item.
+Encoder-decoder attention treats each query independently, so the K beams of
+an item are attended as K query positions of that item ([B*K, 1, D] ->
+[B, K, D]): the memory is never copied K times.
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.encoder import _Block, _Stack
-from keras_transformer.layers.masks import cache_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -34,18 +39,24 @@ class DecoderLayer(_Block):
             y, sublayer_fn=lambda h: self.cross_attention(h, memory, memory_mask, training=training), training=training)
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
-    def step(self, y, cache, step, memory_mask):
-        """One position. y [B, 1, D]; cache holds k, v [B, H, T_max, d] and memory_k, memory_v [B, H, S, d]."""
+    def step(self, y, cache, memory_mask):
+        """One position. y [N, 1, D]; cache: k, v [N, H, t, d] and memory_k, memory_v [B, H, S, d], N = B*K.
+
+        memory_mask [B, 1, 1, S]. Returns (y [N, 1, D], cache with k, v [N, H, t + 1, d]).
+        """
         new = dict(cache)
 
-        def self_attend(h):
-            new["k"], new["v"] = self.self_attention.write_cache(cache["k"], cache["v"], h, step)
-            mask = cache_mask(step, ops.shape(cache["k"])[2])  # [1, 1, 1, T_max]
-            return self.self_attention.attend(h, new["k"], new["v"], mask)
+        def self_attend(h):  # every cached position is a real earlier one: no mask
+            new["k"], new["v"] = self.self_attention.append_cache(cache["k"], cache["v"], h)
+            return self.self_attention.attend(h, new["k"], new["v"])
+
+        def cross_attend(h):  # [N, 1, D] -> [B, K, D]: an item's K beams as K queries against its memory
+            items = ops.reshape(h, (ops.shape(cache["memory_k"])[0], -1, ops.shape(h)[-1]))
+            out = self.cross_attention.attend(items, cache["memory_k"], cache["memory_v"], memory_mask)
+            return ops.reshape(out, ops.shape(h))
 
         y = self.self_attention_residual(y, sublayer_fn=self_attend)
-        y = self.cross_attention_residual(
-            y, sublayer_fn=lambda h: self.cross_attention.attend(h, cache["memory_k"], cache["memory_v"], memory_mask))
+        y = self.cross_attention_residual(y, sublayer_fn=cross_attend)
         return self.ffn_residual(y, sublayer_fn=self.ffn), new
 
 
@@ -59,25 +70,25 @@ class Decoder(_Stack):
             y = layer(y, memory, self_mask, memory_mask, training=training)
         return self._finish(y)
 
-    def init_cache(self, memory, max_length):
-        """A list (one per layer) of dicts of tensors; self-attention buffers start at zero."""
+    def init_cache(self, memory):
+        """A list (one per layer) of dicts: empty self-attention k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]."""
         cache = []
         b = ops.shape(memory)[0]
         for layer in self.blocks:
             attn = layer.self_attention
             memory_k, memory_v = layer.cross_attention.project_key_value(memory)  # [B, H, S, d_k], [B, H, S, d_v]
             cache.append({
-                "k": ops.zeros((b, attn.num_heads, max_length, attn.d_k), dtype=memory_k.dtype),  # [B, H, T_max, d_k]
-                "v": ops.zeros((b, attn.num_heads, max_length, attn.d_v), dtype=memory_v.dtype),  # [B, H, T_max, d_v]
+                "k": ops.zeros((b, attn.num_heads, 0, attn.d_k), dtype=memory_k.dtype),  # [B, H, 0, d_k]
+                "v": ops.zeros((b, attn.num_heads, 0, attn.d_v), dtype=memory_v.dtype),  # [B, H, 0, d_v]
                 "memory_k": memory_k,
                 "memory_v": memory_v,
             })
         return cache
 
-    def step(self, y, cache, step, memory_mask):
-        """y [B, 1, D] at position ``step`` -> ([B, 1, D], updated cache)."""
+    def step(self, y, cache, memory_mask):
+        """y [N, 1, D], the next position -> ([N, 1, D], updated cache); see ``DecoderLayer.step``."""
         new_cache = []
         for layer, layer_cache in zip(self.blocks, cache):
-            y, layer_cache = layer.step(y, layer_cache, step, memory_mask)
+            y, layer_cache = layer.step(y, layer_cache, memory_mask)
             new_cache.append(layer_cache)
         return self._finish(y), new_cache

@@ -24,7 +24,3 @@ def decoder_self_mask(target_ids):
     """target_ids [B, T] -> [B, 1, T, T]: causal and not padding."""
     return ops.logical_and(causal_mask(ops.shape(target_ids)[1]), padding_mask(target_ids))
 
-
-def cache_mask(step, max_length):
-    """[1, 1, 1, T_max]: cache positions filled so far (<= step) during incremental decoding."""
-    return ops.less_equal(ops.arange(max_length), step)[None, None, None, :]

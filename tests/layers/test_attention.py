@@ -60,13 +60,16 @@ def test_get_config_round_trip():
     assert clone.get_config() == mha.get_config()
 
 
-def test_write_cache_fills_only_the_given_position():
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # one cached position
+def test_append_cache_adds_one_position_after_the_others():
     mha = MultiHeadAttention(d_model=8, num_heads=2)
     x = np.random.default_rng(2).normal(size=(1, 1, 8)).astype("float32")
     mha(x, x)
-    k0 = ops.zeros((1, 2, 4, 4))
-    k, v = mha.write_cache(k0, k0, x, 2)
+    k0 = np.random.default_rng(3).normal(size=(1, 2, 3, 4)).astype("float32")  # [B, H, t=3, d]
+    k, v = mha.append_cache(k0, 2 * k0, x)
     expected_k, expected_v = mha.project_key_value(x)
-    np.testing.assert_allclose(np.asarray(k)[:, :, 2], np.asarray(expected_k)[:, :, 0], atol=1e-6)
-    np.testing.assert_allclose(np.asarray(v)[:, :, 2], np.asarray(expected_v)[:, :, 0], atol=1e-6)
-    assert not np.asarray(k)[:, :, [0, 1, 3]].any()
+    assert k.shape == v.shape == (1, 2, 4, 4)
+    np.testing.assert_array_equal(np.asarray(k)[:, :, :3], k0)
+    np.testing.assert_array_equal(np.asarray(v)[:, :, :3], 2 * k0)
+    np.testing.assert_allclose(np.asarray(k)[:, :, 3], np.asarray(expected_k)[:, :, 0], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(v)[:, :, 3], np.asarray(expected_v)[:, :, 0], atol=1e-6)
