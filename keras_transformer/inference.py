@@ -3,14 +3,20 @@
     load_translator(model_arg, checkpoint="latest", data_dir=None) -> LoadedTranslator
     translate_lines(translator, lines, batch_size=32, beam_size=None, alpha=None, extra_length=None)
         -> (translations [N] list of str, scores [N] float32)
+    translate_nbest(translator, lines, nbest, batch_size=32, ...) -> NBest(translations [N][<=n], scores [N][<=n])
+    format_nbest(NBest) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 Both kinds run the same ``export.Translator`` graph: a SavedModel through its
 ``translate_with_options`` signature, a work directory through a fresh
 ``Translator`` over the restored checkpoint. Lines are translated in batches of
 similar length (sorted by length, so short lines are not padded to long ones)
-and returned in their original order. A newline the model might emit (a byte
-piece) is replaced by a space, so output line i is always the translation of
-input line i.
+and returned in their original order. A line break the model might emit (a byte
+piece: newline, or any other character ``str.splitlines`` breaks at) is replaced
+by a space, so output line i is always the translation of input line i.
+
+Scores are log P(Y|X) / lp(|Y|) with GNMT's lp(n) = ((5 + n) / 6)^α, |Y|
+counting the subwords and EOS (``keras_transformer.decoding``); ``kt-score``
+gives the same number for a translation it is handed.
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import evaluation, export
+from keras_transformer import engines, evaluation, export
+from keras_transformer.decoding import NEG_INF
+
+EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empty (the search scores it NEG_INF)
 
 
 class LoadedTranslator(NamedTuple):
@@ -38,7 +47,9 @@ def is_saved_model(path) -> bool:
 
 
 def load_translator(model_arg, checkpoint: str = "latest", data_dir=None) -> LoadedTranslator:
-    """A SavedModel directory (from ``kt-export``) or a training work directory (``checkpoint`` picks the weights)."""
+    """A SavedModel directory (from ``kt-export``), a CTranslate2 directory (``kt-export --format=ctranslate2``,
+    served by ``engines.ctranslate2_translate`` with the same inputs and outputs) or a training work directory
+    (``checkpoint`` picks the weights)."""
     path = Path(model_arg)
     if is_saved_model(path):
         if checkpoint != "latest":
@@ -57,6 +68,17 @@ def load_translator(model_arg, checkpoint: str = "latest", data_dir=None) -> Loa
 
         defaults = (decode["beam_size"], decode["alpha"], decode["extra_length"])
         return LoadedTranslator(call, defaults, str(path), loaded)
+    if engines.is_ctranslate2_model(path):
+        if checkpoint != "latest":
+            raise ValueError(f"--checkpoint: {path} is a CTranslate2 export; checkpoints apply to work directories")
+        try:
+            from keras_transformer.engines import ctranslate2_translate
+
+            translator = ctranslate2_translate.load(path)
+        except ImportError as e:
+            raise ValueError(f"{path} is a CTranslate2 export, but {e}") from None
+        return LoadedTranslator(translator.translate_with_options, translator.defaults, translator.description,
+                                translator)
     if not path.is_dir():
         raise FileNotFoundError(f"--model: {path} is neither a SavedModel nor a training work directory")
     from keras_transformer import checkpoints
@@ -76,21 +98,84 @@ def length_batches(lines: Sequence[str], batch_size: int) -> List[List[int]]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def _resolve_options(translator: LoadedTranslator, beam_size, alpha, extra_length) -> Tuple[int, float, int]:
+    """(beam_size, alpha, extra_length) with None options taken from the recipe's §6.1 values."""
+    return tuple(d if v is None else v for v, d in zip((beam_size, alpha, extra_length), translator.defaults))
+
+
+def _batches(translator: LoadedTranslator, lines: Sequence[str], batch_size: int, options: Tuple[int, float, int]):
+    """Yields (indices of the batch's lines, the translator's outputs) over length-sorted batches."""
+    beam_size, alpha, extra_length = options
+    tensors = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32), tf.constant(extra_length, tf.int32))
+    for batch in length_batches(lines, batch_size):
+        yield batch, translator.fn(tf.constant([lines[i] for i in batch], tf.string), *tensors)
+
+
+# Every character str.splitlines() breaks at: none may split an output line, whatever reads it.
+_LINE_BREAKS = {ord(c): " " for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def _one_line(text: bytes) -> str:
+    """UTF-8 bytes -> str with each line break a space, so that output line i stays the translation of line i."""
+    return text.decode("utf-8", errors="replace").translate(_LINE_BREAKS)
+
+
 def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_size: int = 32,
                     beam_size: Optional[int] = None, alpha: Optional[float] = None,
                     extra_length: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
     """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values."""
-    beam_size, alpha, extra_length = (d if v is None else v for v, d in zip((beam_size, alpha, extra_length),
-                                                                            translator.defaults))
-    options = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32), tf.constant(extra_length, tf.int32))
+    options = _resolve_options(translator, beam_size, alpha, extra_length)
     translations: List[Optional[str]] = [None] * len(lines)
     scores = np.zeros([len(lines)], np.float32)
-    for batch in length_batches(lines, batch_size):
-        out = translator.fn(tf.constant([lines[i] for i in batch], tf.string), *options)
+    for batch, out in _batches(translator, lines, batch_size, options):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
-            translations[i] = text.decode("utf-8", errors="replace").replace("\r", " ").replace("\n", " ")
+            translations[i] = _one_line(text)
             scores[i] = score
     return translations, scores
+
+
+class NBest(NamedTuple):
+    translations: List[List[str]]  # [N][<= n]: the n best hypotheses of each input line, best first
+    scores: List[List[float]]  # [N][<= n]: their scores log P(Y|X) / lp(|Y|), descending
+
+
+def translate_nbest(translator: LoadedTranslator, lines: Sequence[str], nbest: int, batch_size: int = 32,
+                    beam_size: Optional[int] = None, alpha: Optional[float] = None,
+                    extra_length: Optional[int] = None) -> NBest:
+    """The ``nbest`` best hypotheses of each line and their scores, in input order, best first.
+
+    The beam search keeps the K = ``beam_size`` best finished hypotheses of each input, so 1 <= nbest <= K
+    (a ValueError naming ``nbest`` otherwise). A score is log P(Y|X) / lp(|Y|), lp(n) = ((5 + n) / 6)^α
+    (GNMT), |Y| counting the subwords and EOS; ``kt-score`` computes the same number for a given translation.
+    An empty n-best slot (a search that stopped with fewer than K finished hypotheses returns an empty string
+    scored NEG_INF = -1e9 there) is left out, so a line may get fewer than ``nbest`` hypotheses; a real
+    empty translation (EOS first) has a finite score and is kept. None options take the recipe's §6.1 values.
+    """
+    options = _resolve_options(translator, beam_size, alpha, extra_length)
+    if not 1 <= nbest <= options[0]:
+        raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
+    translations: List[List[str]] = [[] for _ in lines]
+    scores: List[List[float]] = [[] for _ in lines]
+    for batch, out in _batches(translator, lines, batch_size, options):
+        texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
+        values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
+        for i, row_texts, row_scores in zip(batch, texts, values):
+            kept = [(_one_line(t), float(v)) for t, v in zip(row_texts, row_scores) if v > EMPTY_SLOT_SCORE]
+            translations[i], scores[i] = [t for t, _ in kept], [v for _, v in kept]
+    return NBest(translations, scores)
+
+
+def format_nbest(result: NBest) -> List[str]:
+    """The Moses/Marian n-best format: ``i ||| translation ||| score`` per hypothesis, i the 0-based input line,
+    the hypotheses of a line together and best first; scores with 6 decimals."""
+    return [f"{i} ||| {text} ||| {score:.6f}"
+            for i, (texts, scores) in enumerate(zip(result.translations, result.scores))
+            for text, score in zip(texts, scores)]
+
+
+def format_scored(translations: Sequence[str], scores: Sequence[float]) -> List[str]:
+    """``score<TAB>translation`` per line (kt-translate --with_scores); scores with 6 decimals."""
+    return [f"{float(score):.6f}\t{text}" for text, score in zip(translations, scores)]
 
 
 def write_lines(path, lines: Sequence[str]) -> None:

@@ -37,6 +37,18 @@ def check_decode_flags() -> None:
         common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
 
 
+def check_nbest(nbest: int, translator=None) -> None:
+    """Exit naming --nbest unless 1 <= nbest <= K: K from --beam_size, else (given the loaded translator) the
+    recipe's beam size."""
+    if nbest < 1:
+        common.fail(f"--nbest: must be >= 1, got {nbest}")
+    beam_size, source = FLAGS.beam_size, "--beam_size"
+    if beam_size is None and translator is not None:
+        beam_size, source = translator.defaults[0], "the model's default"
+    if beam_size is not None and nbest > beam_size:
+        common.fail(f"--nbest: must be <= the beam size K = {beam_size} ({source}), got {nbest}")
+
+
 def load_translator():
     """The translator named by --model/--checkpoint, or exit with one line naming the problem."""
     if not FLAGS.model:
@@ -54,4 +66,12 @@ def translate(translator, lines):
     from keras_transformer import inference
 
     return inference.translate_lines(translator, lines, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                                     FLAGS.extra_length)
+
+
+def translate_nbest(translator, lines, nbest: int):
+    """``inference.NBest`` of lines (the ``nbest`` best hypotheses of each, best first) with the decoding flags."""
+    from keras_transformer import inference
+
+    return inference.translate_nbest(translator, lines, nbest, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
                                      FLAGS.extra_length)

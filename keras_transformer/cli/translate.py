@@ -2,9 +2,17 @@
 
     kt-translate --model=saved_models/multi30k_en_de < source.en > hypotheses.de
     kt-translate --model=runs/multi30k --checkpoint=averaged --input=test.en.gz --output=hyp.de
+    kt-translate --model=saved_models/multi30k_en_de --nbest=4 < source.en > nbest.de   # i ||| translation ||| score
+    kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
 
 --model is an exported SavedModel or a training work directory. Lines are
 batched by length for speed; output line i is the translation of input line i.
+With --nbest=N > 1 the output is the Moses/Marian n-best list instead: N lines
+per input line, ``i ||| translation ||| score``, i the 0-based input line,
+best first (an empty slot of the search is left out, so a line may get fewer).
+A score is log P(Y|X) / lp(|Y|), GNMT's lp(n) = ((5 + n) / 6)^α with |Y|
+counting the subwords and EOS; kt-score gives the same number for a given
+translation.
 """
 
 from __future__ import annotations
@@ -20,12 +28,17 @@ decode_flags.define_model_flags()
 decode_flags.define_decode_flags()
 flags.DEFINE_string("input", "-", "Source text, one sentence per line (plain or .gz); '-' is stdin.")
 flags.DEFINE_string("output", "-", "Where translations go, one per line; '-' is stdout.")
+flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, 1 <= N <= beam size; N > 1 writes the n-best format "
+                     "'i ||| translation ||| score' (i = 0-based input line, best first).")
+flags.DEFINE_boolean("with_scores", False, "Write 'score<TAB>translation' (score = log P(Y|X) / lp(|Y|)); "
+                     "with --nbest > 1 the scores are always written.")
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv
     decode_flags.check_decode_flags()
+    decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
 
     try:
@@ -33,9 +46,14 @@ def main(argv):
     except (ValueError, FileNotFoundError) as e:
         common.fail(f"--input: {e}")
     translator = decode_flags.load_translator()
+    decode_flags.check_nbest(FLAGS.nbest, translator)
     start = time.time()
-    translations, _ = decode_flags.translate(translator, lines)
-    inference.write_lines(FLAGS.output, translations)
+    if FLAGS.nbest > 1:
+        output = inference.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest))
+    else:
+        translations, scores = decode_flags.translate(translator, lines)
+        output = inference.format_scored(translations, scores) if FLAGS.with_scores else translations
+    inference.write_lines(FLAGS.output, output)
     seconds = time.time() - start
     print(f"translated {len(lines)} lines in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) with "
           f"{translator.description}", file=sys.stderr)
