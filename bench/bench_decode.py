@@ -59,9 +59,9 @@ def redecode_search(model):
                                   tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)])
     def search(source_ids, beam_size, alpha, extra_length):
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-        step_fn, cache, item_cache = model_step.redecode_step_fn(model, source_ids, beam_size,
+        step_fn, cache, constants = model_step.redecode_step_fn(model, source_ids, beam_size,
                                                                  tf.reduce_max(max_lengths))
-        result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, item_cache)
+        result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants)
         return result.sequences, result.scores
     return search
 

@@ -74,11 +74,11 @@ class Transformer(keras.Model):
     def decode_step(self, token_ids, step, cache, memory_mask):
         """token_ids [N] at position ``step`` (scalar) -> (logits [N, V] float32, cache one position longer).
 
-        N is the memory's B, or B*K hypotheses with the K of an item adjacent (``DecoderLayer.step``).
+        Every tensor in ``cache`` has N rows: repeat the memory's per hypothesis (``DecoderLayer.step``).
         """
-        y = self._embed(token_ids[:, None], start=step)  # [B, 1, D]
+        y = self._embed(token_ids[:, None], start=step)[:, 0, :]  # [N, D]
         y, cache = self.decoder.step(y, cache, memory_mask)
-        logits = self.embedding.logits(y)[:, 0, :]  # [B, V]
+        logits = self.embedding.logits(y)  # [N, V]
         return ops.cast(logits, "float32"), cache
 
     # -- attention maps for plots (an explicit, separate path) -----------------------------------

@@ -26,15 +26,20 @@ every loop tensor and cache, so the remaining steps spend no work on it. The
 ``tf.while_loop`` ends when no item is left.
 
 The search knows nothing of the model: ``step_fn(token_ids [N], step, cache,
-item_cache) -> (log_probs [N, V], cache)`` does one decoder step for the
+constants) -> (log_probs [N, V], cache)`` does one decoder step for the
 N = B'*K hypotheses of the B' items still searching (beams of an item
 adjacent); it must return log-probabilities (<= 0; a banned token gets
-NEG_INF), not raw logits. ``cache`` is per beam (leading dimension N) and is
-reordered with the beams each step; ``item_cache`` is per item (leading
-dimension B'; e.g. the encoder memory), never reordered, only thinned when
-items stop. Any cache dimension may change from step to step (a key/value
-cache grows by one position), so the search traces once per input signature
-and exports to a SavedModel with stock ops only.
+NEG_INF), not raw logits. ``cache`` (per beam, leading dimension N) is
+reordered with the beams each step; ``constants`` (also N rows, identical
+across an item's beams, e.g. the encoder memory) are never reordered, only
+thinned when items stop. Any cache dimension may change from step to step (a
+key/value cache grows by one position), so the search traces once per input
+signature and exports to a SavedModel with stock ops only.
+
+The top 2K expansions of an item are found in two stages, each beam's 2K best
+tokens and then the best 2K of those K * 2K candidates: the same expansions,
+in the same order (ties go to the lower beam, then the lower token), as one
+top-k over all K * V, without building the [B', K, V] sums.
 
 Outputs: sequences [B, K, T] int32 without BOS, EOS included, PAD after EOS,
 T = steps run; scores [B, K] float32, best first. An item with no finished
@@ -94,12 +99,12 @@ class _Items(NamedTuple):
                 tf.where(any_finished[:, None], self.finished_scores, alive_scores))
 
 
-def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cache=(), eos_id=EOS_ID,
+def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants=(), eos_id=EOS_ID,
                 bos_id=BOS_ID) -> SearchResult:
     """Beam search over ``step_fn`` (see the module docstring).
 
-    initial_cache: nest of tensors [B*K, ...]; item_cache: nest of tensors [B, ...]; max_lengths [B] int: most
-    tokens (EOS included) per item; beam_size K and alpha may be Python numbers or scalar tensors.
+    initial_cache, constants: nests of tensors [B*K, ...]; max_lengths [B] int: most tokens (EOS included) per
+    item; beam_size K and alpha may be Python numbers or scalar tensors.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     alpha = tf.cast(alpha, tf.float32)
@@ -107,17 +112,23 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cach
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # T of the output buffers
 
-    def step(i, items, cache, item_cache, out_seq, out_scores):
+    def beam_rows(items):
+        """[B'] item positions -> [B'*K] rows of their beams."""
+        return tf.reshape(items[:, None] * k + tf.range(k)[None, :], [-1])
+
+    def step(i, items, cache, constants, out_seq, out_scores):
         b_live = tf.shape(items.index)[0]
         previous = tf.gather(items.alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B', K]
         previous = tf.where(tf.equal(i, 0), tf.fill(tf.shape(previous), bos_id), previous)
-        log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache, item_cache)  # [B'*K, V]
-        v = tf.shape(log_probs)[-1]
-        log_probs = items.alive_log_probs[:, :, None] + tf.reshape(log_probs, [b_live, k, v])  # [B', K, V]
+        log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache, constants)  # [B'*K, V]
 
-        # The 2K best expansions of each item: at most K of them end in EOS (one per beam).
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(log_probs, [b_live, k * v]), k=2 * k)  # [B', 2K]
-        top_beams, top_tokens = top_ids // v, top_ids % v  # [B', 2K]
+        # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
+        per_beam = tf.minimum(2 * k, tf.shape(log_probs)[-1])  # C = 2K, or V if smaller
+        beam_log_probs, beam_tokens = tf.math.top_k(log_probs, k=per_beam)  # [B'*K, C] each beam's best tokens
+        candidates = items.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b_live, k, per_beam])
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b_live, k * per_beam]), k=2 * k)  # [B', 2K]
+        top_beams = top_ids // per_beam  # [B', 2K]
+        top_tokens = tf.gather(tf.reshape(beam_tokens, [b_live, k * per_beam]), top_ids, batch_dims=1)  # [B', 2K]
         at_i = tf.equal(tf.range(t_max), i)[None, None, :]  # [1, 1, T]
         top_seq = tf.where(at_i, top_tokens[:, :, None], _gather_beams(items.alive_seq, top_beams))  # [B', 2K, T]
         top_eos = tf.equal(top_tokens, eos_id)  # [B', 2K]
@@ -142,22 +153,22 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cach
         worst_finished = tf.reduce_min(tf.where(items.finished_flags, finished_scores, NEG_INF), axis=1)  # [B']
         done = (i + 1 >= items.max_lengths) | (worst_finished > best_alive)  # [B']
 
-        def retire():  # write the stopped items' results; per-item constants lose their rows
+        keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
+
+        def retire():  # write the stopped items' results; the constants lose their rows
             stopped = tf.where(done)[:, 0]  # [R]
             sequences, scores = (tf.gather(x, stopped) for x in items.results(i + 1, alpha))
             rows = tf.gather(items.index, stopped)[:, None]  # [R, 1]
             return (tf.tensor_scatter_nd_update(out_seq, rows, sequences),
                     tf.tensor_scatter_nd_update(out_scores, rows, scores),
-                    tf.nest.map_structure(lambda t: tf.gather(t, tf.where(~done)[:, 0]), item_cache))
+                    tf.nest.map_structure(lambda t: tf.gather(t, beam_rows(keep)), constants))
 
-        out_seq, out_scores, item_cache = tf.cond(tf.reduce_any(done), retire,
-                                                  lambda: (out_seq, out_scores, item_cache))
-        keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
+        out_seq, out_scores, constants = tf.cond(tf.reduce_any(done), retire, lambda: (out_seq, out_scores, constants))
         items = tf.nest.map_structure(lambda t: tf.gather(t, keep), items)
         # The per-beam cache in one gather: row j*K + m takes the row of its source beam; stopped items go.
         rows = tf.reshape(keep[:, None] * k + tf.gather(source_beams, keep), [-1])  # [B''*K]
         cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
-        return i + 1, items, cache, item_cache, out_seq, out_scores
+        return i + 1, items, cache, constants, out_seq, out_scores
 
     def searching(i, items, *state):
         return tf.logical_and(i < t_max, tf.shape(items.index)[0] > 0)
@@ -169,14 +180,13 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cach
                    tf.zeros([b, k], tf.bool))
     searched = tf.cast(tf.where(max_lengths > 0)[:, 0], tf.int32)  # items allowed no token keep the start state
     items = tf.nest.map_structure(lambda t: tf.gather(t, searched), items)
-    initial_cache = tf.nest.map_structure(
-        lambda t: tf.gather(t, tf.reshape(searched[:, None] * k + tf.range(k)[None, :], [-1])), initial_cache)
-    item_cache = tf.nest.map_structure(lambda t: tf.gather(t, searched), item_cache)
+    initial_cache, constants = tf.nest.map_structure(lambda t: tf.gather(t, beam_rows(searched)),
+                                                     (initial_cache, constants))
     item_invariants = _Items(*(tf.TensorShape([None] * t.shape.rank) for t in items))
     num_steps, _, _, _, out_seq, out_scores = tf.while_loop(
-        searching, step, (tf.constant(0), items, initial_cache, item_cache, empty, start_log_probs),
+        searching, step, (tf.constant(0), items, initial_cache, constants, empty, start_log_probs),
         shape_invariants=(tf.TensorShape([]), item_invariants, cache_invariants(initial_cache),
-                          cache_invariants(item_cache), tf.TensorShape([None, None, None]),
+                          cache_invariants(constants), tf.TensorShape([None, None, None]),
                           tf.TensorShape([None, None])),
         maximum_iterations=t_max)
     return SearchResult(out_seq[:, :, :num_steps], out_scores, num_steps)
@@ -187,8 +197,8 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, item_cach
 
 def _beam_search_model(model, source_ids, beam_size, alpha, extra_length):
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    step_fn, cache, item_cache = model_step.cached_step_fn(model, source_ids, beam_size)
-    result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, item_cache)
+    step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
+    result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants)
     return result.sequences, result.scores
 
 

@@ -16,9 +16,12 @@ from keras_transformer.decoding import model_step
 from keras_transformer.decoding.beam_search import SearchResult, cache_invariants, length_penalty
 
 
-def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, item_cache=(), eos_id=EOS_ID,
+def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, constants=(), eos_id=EOS_ID,
                   bos_id=BOS_ID) -> SearchResult:
-    """step_fn(token_ids [B], step, cache, item_cache) -> (log_probs [B, V], cache); max_lengths [B] (EOS included)."""
+    """step_fn(token_ids [B], step, cache, constants) -> (log_probs [B, V], cache); max_lengths [B] (EOS included).
+
+    initial_cache and constants: nests of tensors [B, ...] (see ``beam_search``; here nothing is reordered).
+    """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)
@@ -26,7 +29,7 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, item_cache=(),
     def step(i, sequences, log_prob, lengths, done, cache):
         previous = tf.gather(sequences, tf.maximum(i - 1, 0), axis=1)  # [B]
         previous = tf.where(tf.equal(i, 0), tf.fill([b], bos_id), previous)
-        log_probs, cache = step_fn(previous, i, cache, item_cache)  # [B, V]
+        log_probs, cache = step_fn(previous, i, cache, constants)  # [B, V]
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [B]
         live = tf.logical_not(done)  # [B]
         at_i = tf.equal(tf.range(t_max), i)[None, :]  # [1, T]
@@ -51,8 +54,8 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, item_cache=(),
 
 def _greedy_model(model, source_ids, alpha, extra_length):
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    step_fn, cache, item_cache = model_step.cached_step_fn(model, source_ids, 1)
-    result = greedy_search(step_fn, cache, max_lengths, alpha, item_cache)
+    step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, 1)
+    result = greedy_search(step_fn, cache, max_lengths, alpha, constants)
     return result.sequences, result.scores
 
 

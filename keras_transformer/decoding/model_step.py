@@ -4,9 +4,10 @@
 key/value cache (``Transformer.decode_step``). ``redecode_step_fn`` is the
 no-cache baseline: it re-runs the full decoder over the whole prefix at every
 step (for benchmarks and equivalence tests). Both encode the source once and
-return ``(step_fn, cache, item_cache)``: per-beam state [B*K, ...] in the
-cache, the per-item encoder state [B, ...] in the item cache (never tiled K
-times, never reordered).
+return ``(step_fn, cache, constants)``: per-beam state [B*K, ...] in the cache
+(reordered with the beams), and the encoder state repeated per beam
+[B*K, ...] in the constants (identical across an item's beams, so never
+reordered; repeated once, so that no step copies or transposes it).
 
 Decoding never emits PAD or BOS: their log-probabilities are set to NEG_INF
 (the others are the model's own, not renormalised).
@@ -37,37 +38,39 @@ def max_output_lengths(source_ids, extra_length, model_max_length):
     return tf.minimum(source_lengths + tf.cast(extra_length, tf.int32), model_max_length)
 
 
-def cached_step_fn(model, source_ids, beam_size):
-    """(step_fn, cache, item_cache): one token per step; cache k, v [B*K, H, t, d] per layer grow each step."""
-    memory = model.encode(source_ids)  # [B, S, D]
-    layers = model.init_cache(memory)  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
-    item_cache = {"memory": [{"memory_k": c["memory_k"], "memory_v": c["memory_v"]} for c in layers],
-                  "memory_mask": masks.padding_mask(source_ids)}  # [B, 1, 1, S]
-    cache = [{"k": tf.repeat(c["k"], beam_size, axis=0), "v": tf.repeat(c["v"], beam_size, axis=0)}
-             for c in layers]  # [B*K, H, 0, d]
+def _tile(x, beam_size):
+    """[B, ...] -> [B*K, ...]: each item repeated K times, beams of an item adjacent."""
+    return tf.repeat(x, beam_size, axis=0)
 
-    def step_fn(token_ids, step, cache, item_cache):
-        layers = [dict(c, **m) for c, m in zip(cache, item_cache["memory"])]
-        logits, layers = model.decode_step(token_ids, step, layers, item_cache["memory_mask"])  # [B*K, V]
+
+def cached_step_fn(model, source_ids, beam_size):
+    """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step."""
+    layers = model.init_cache(model.encode(source_ids))  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
+    constants = {"memory": [{name: _tile(c[name], beam_size) for name in ("memory_k", "memory_v")} for c in layers],
+                 "memory_mask": _tile(masks.padding_mask(source_ids), beam_size)}  # [B*K, H, S, d], [B*K, 1, 1, S]
+    cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
+
+    def step_fn(token_ids, step, cache, constants):
+        layers = [dict(c, **m) for c, m in zip(cache, constants["memory"])]
+        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"])  # [B*K, V]
         return log_probs_from_logits(logits), [{"k": c["k"], "v": c["v"]} for c in layers]
 
-    return step_fn, cache, item_cache
+    return step_fn, cache, constants
 
 
 def redecode_step_fn(model, source_ids, beam_size, max_steps):
-    """(step_fn, cache, item_cache): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
-    memory = model.encode(source_ids)  # [B, S, D]
-    item_cache = {"memory": memory, "memory_mask": masks.padding_mask(source_ids)}  # [B, S, D], [B, 1, 1, S]
-    cache = {"prefix": tf.zeros([tf.shape(memory)[0] * beam_size, max_steps], tf.int32)}  # [B*K, T_max]
+    """(step_fn, cache, constants): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
+    constants = {"memory": _tile(model.encode(source_ids), beam_size),  # [B*K, S, D]
+                 "memory_mask": _tile(masks.padding_mask(source_ids), beam_size)}  # [B*K, 1, 1, S]
+    cache = {"prefix": tf.zeros([tf.shape(constants["memory"])[0], max_steps], tf.int32)}  # [B*K, T_max]
 
-    def step_fn(token_ids, step, cache, item_cache):
+    def step_fn(token_ids, step, cache, constants):
         at_step = tf.equal(tf.range(max_steps), step)[None, :]  # [1, T_max]
         prefix = tf.where(at_step, token_ids[:, None], cache["prefix"])  # [B*K, T_max]
-        memory, memory_mask = (tf.repeat(item_cache[name], beam_size, axis=0) for name in ("memory", "memory_mask"))
-        logits = model.decode(prefix[:, : step + 1], memory, memory_mask)[:, -1, :]  # [B*K, V]
-        return log_probs_from_logits(logits), {"prefix": prefix}
+        logits = model.decode(prefix[:, : step + 1], constants["memory"], constants["memory_mask"])[:, -1, :]
+        return log_probs_from_logits(logits), {"prefix": prefix}  # [B*K, V]
 
-    return step_fn, cache, item_cache
+    return step_fn, cache, constants
 
 
 _COMPILED = weakref.WeakKeyDictionary()

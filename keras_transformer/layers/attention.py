@@ -5,11 +5,11 @@
         head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
 Masks are explicit boolean tensors broadcastable to [B, H, T, S], True where a
-query may attend to a key (see ``masks.py``). The incremental key/value cache
-used for decoding grows by one position per step ([B, H, t, d_k] ->
-[B, H, t + 1, d_k]), so a step attends over, and copies, only the positions
-decoded so far: its cost follows the tokens decoded, not the longest output
-allowed.
+query may attend to a key (see ``masks.py``). Incremental decoding works on
+rows, one new position per row ([N, D]): its self-attention key/value cache
+grows by one position per step ([N, H, t, d_k] -> [N, H, t + 1, d_k]), so a
+step attends over, and copies, only the positions decoded so far; its cost
+follows the tokens decoded, not the longest output allowed.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ class MultiHeadAttention(keras.layers.Layer):
       ``project_key_value(memory)``            -> (k [B, H, S, d_k], v [B, H, S, d_v])
       ``attend(query, k, v, mask)``            -> [B, T, D]   (precomputed keys/values)
       ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
-      ``append_cache(cache_k, cache_v, x)``   -> (k, v) one position longer
+      ``attend_rows(x, k, v, mask)``         -> [N, D]      (one query per row, decoding)
+      ``self_attend_step(x, cache_k, cache_v)`` -> ([N, D], k, v one position longer)
     """
 
     def __init__(self, d_model, num_heads, d_k=None, d_v=None, attention_dropout=0.0, **kwargs):
@@ -101,13 +102,35 @@ class MultiHeadAttention(keras.layers.Layer):
         _, weights = scaled_dot_product_attention(q, k, v, mask)
         return weights  # [B, H, T, S]
 
-    def append_cache(self, cache_k, cache_v, x):
-        """Project the new token x [B, 1, D] and append its key and value to the cache.
+    def _rows_to_heads(self, x, depth):
+        """[N, H depth] -> [N, H, 1, depth]: one position per row (no transpose needed)."""
+        return ops.reshape(x, (-1, self.num_heads, 1, depth))
 
-        cache_k [B, H, t, d_k], cache_v [B, H, t, d_v] -> [B, H, t + 1, d_k], [B, H, t + 1, d_v].
+    def _heads_to_rows(self, heads):
+        """[N, H, 1, d_v] -> [N, D] through W^O."""
+        return self.output_dense(ops.reshape(heads, (-1, self.num_heads * self.d_v)))
+
+    def attend_rows(self, x, k, v, mask=None):
+        """One query per row (decoding): x [N, D], k [N, H, S, d_k], v [N, H, S, d_v], mask [N, 1, 1, S] -> [N, D]."""
+        heads, _ = scaled_dot_product_attention(self._rows_to_heads(self.query_dense(x), self.d_k), k, v, mask)
+        return self._heads_to_rows(heads)
+
+    def self_attend_step(self, x, cache_k, cache_v):
+        """Self-attention of one new position per row over the earlier positions and itself (decoding).
+
+        x [N, D]; cache_k [N, H, t, d_k], cache_v [N, H, t, d_v] -> (out [N, D], k [N, H, t + 1, d_k],
+        v [N, H, t + 1, d_v]). Q, K and V come from one matmul with W^Q, W^K, W^V side by side (the same
+        products as three); nothing is masked, as every cached position is an earlier one.
         """
-        k, v = self.project_key_value(x)  # [B, H, 1, d_k], [B, H, 1, d_v]
-        return ops.concatenate([cache_k, k], axis=2), ops.concatenate([cache_v, v], axis=2)
+        dense = (self.query_dense, self.key_dense, self.value_dense)
+        kernel = ops.concatenate([ops.cast(d.kernel, x.dtype) for d in dense], axis=1)  # [D, H (2 d_k + d_v)]
+        bias = ops.concatenate([ops.cast(d.bias, x.dtype) for d in dense], axis=0)  # [H (2 d_k + d_v)]
+        split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
+        q, k, v = ops.split(ops.matmul(x, kernel) + bias, split, axis=1)  # [N, H d_k], [N, H d_k], [N, H d_v]
+        k = ops.concatenate([cache_k, self._rows_to_heads(k, self.d_k)], axis=2)  # [N, H, t + 1, d_k]
+        v = ops.concatenate([cache_v, self._rows_to_heads(v, self.d_v)], axis=2)  # [N, H, t + 1, d_v]
+        heads, _ = scaled_dot_product_attention(self._rows_to_heads(q, self.d_k), k, v)  # [N, H, 1, d_v]
+        return self._heads_to_rows(heads), k, v
 
     def get_config(self):
         config = super().get_config()

@@ -1,15 +1,10 @@
 """The decoder (§3.1): N layers of masked self-attention, encoder-decoder attention and FFN.
 
 Besides the full (teacher-forced) pass, ``step`` runs one target position at a
-time against a key/value cache: the decoder's self-attention keys/values grow
-by one position per step, and the encoder-decoder keys/values are computed
-once from the memory (``init_cache``).
-
-The step's rows may be a multiple of the memory's: with beam search, N = B*K
-hypothesis rows (the K beams of an item adjacent) read one memory row per item.
-Encoder-decoder attention treats each query independently, so the K beams of
-an item are attended as K query positions of that item ([B*K, 1, D] ->
-[B, K, D]): the memory is never copied K times.
+time against a key/value cache, on rows [N, D] (one hypothesis each; N = B*K
+under beam search): the decoder's self-attention keys/values grow by one
+position per step, and the encoder-decoder keys/values are computed once from
+the memory (``init_cache``) and repeated per hypothesis by the caller.
 """
 
 from __future__ import annotations
@@ -40,23 +35,19 @@ class DecoderLayer(_Block):
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
     def step(self, y, cache, memory_mask):
-        """One position. y [N, 1, D]; cache: k, v [N, H, t, d] and memory_k, memory_v [B, H, S, d], N = B*K.
+        """One position per row. y [N, D]; cache: k, v [N, H, t, d] and memory_k, memory_v [N, H, S, d].
 
-        memory_mask [B, 1, 1, S]. Returns (y [N, 1, D], cache with k, v [N, H, t + 1, d]).
+        memory_mask [N, 1, 1, S]. Returns (y [N, D], cache with k, v [N, H, t + 1, d]).
         """
         new = dict(cache)
 
-        def self_attend(h):  # every cached position is a real earlier one: no mask
-            new["k"], new["v"] = self.self_attention.append_cache(cache["k"], cache["v"], h)
-            return self.self_attention.attend(h, new["k"], new["v"])
-
-        def cross_attend(h):  # [N, 1, D] -> [B, K, D]: an item's K beams as K queries against its memory
-            items = ops.reshape(h, (ops.shape(cache["memory_k"])[0], -1, ops.shape(h)[-1]))
-            out = self.cross_attention.attend(items, cache["memory_k"], cache["memory_v"], memory_mask)
-            return ops.reshape(out, ops.shape(h))
+        def self_attend(h):
+            out, new["k"], new["v"] = self.self_attention.self_attend_step(h, cache["k"], cache["v"])
+            return out
 
         y = self.self_attention_residual(y, sublayer_fn=self_attend)
-        y = self.cross_attention_residual(y, sublayer_fn=cross_attend)
+        y = self.cross_attention_residual(y, sublayer_fn=lambda h: self.cross_attention.attend_rows(
+            h, cache["memory_k"], cache["memory_v"], memory_mask))
         return self.ffn_residual(y, sublayer_fn=self.ffn), new
 
 
@@ -86,7 +77,7 @@ class Decoder(_Stack):
         return cache
 
     def step(self, y, cache, memory_mask):
-        """y [N, 1, D], the next position -> ([N, 1, D], updated cache); see ``DecoderLayer.step``."""
+        """y [N, D], the next position of each row -> ([N, D], updated cache); see ``DecoderLayer.step``."""
         new_cache = []
         for layer, layer_cache in zip(self.blocks, cache):
             y, layer_cache = layer.step(y, layer_cache, memory_mask)

@@ -34,7 +34,7 @@ class SharedEmbedding(keras.layers.Layer):
         return x * ops.cast(self.d_model**0.5, x.dtype)
 
     def logits(self, x):
-        """x [B, T, D] -> [B, T, V], the pre-softmax linear transformation with E^T."""
+        """x [..., D] -> [..., V], the pre-softmax linear transformation with E^T."""
         return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
 
     def get_config(self):

@@ -22,7 +22,7 @@ def table_step_fn(transitions):
         for token, prob in row.items():
             p[prev, token] = prob
     log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
-    return lambda token_ids, step, cache, item_cache: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+    return lambda token_ids, step, cache, constants: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
 
 
 def run(step_fn, beam_size, max_lengths, alpha):
@@ -86,7 +86,7 @@ def test_an_item_that_reaches_its_maximum_length_keeps_empty_slots():
 
 
 def test_early_stop_when_every_beam_emits_eos():
-    def step_fn(token_ids, step, cache, item_cache):  # uniform over A, B, C for two steps, then EOS for sure
+    def step_fn(token_ids, step, cache, constants):  # uniform over A, B, C for two steps, then EOS for sure
         row = tf.where(step < 2, tf.constant(np.log([1e-9] * 4 + [1 / 3] * 3), tf.float32),
                        tf.constant(np.log([1e-9] * 3 + [1.0] + [1e-9] * 3), tf.float32))
         return tf.tile(row[None, :], [tf.shape(token_ids)[0], 1]), cache
@@ -190,8 +190,8 @@ def test_cached_search_equals_search_over_the_redecoding_baseline(model, sources
     sources = sources[[0, 2], :7]  # lengths 2 and 7: a short eager loop
     sequences, scores = translate_ids(model, sources, beam_size=4, alpha=0.6, extra_length=4)
     max_lengths = model_step.max_output_lengths(sources, 4, 128)
-    step_fn, cache, item_cache = model_step.redecode_step_fn(model, sources, 4, int(tf.reduce_max(max_lengths)))
-    uncached = beam_search(step_fn, cache, 4, max_lengths, 0.6, item_cache)  # eagerly: the loop runs in Python
+    step_fn, cache, constants = model_step.redecode_step_fn(model, sources, 4, int(tf.reduce_max(max_lengths)))
+    uncached = beam_search(step_fn, cache, 4, max_lengths, 0.6, constants)  # eagerly: the loop runs in Python
     np.testing.assert_array_equal(uncached.sequences, sequences)
     np.testing.assert_allclose(uncached.scores, scores, atol=1e-4)
 

@@ -60,16 +60,25 @@ def test_get_config_round_trip():
     assert clone.get_config() == mha.get_config()
 
 
-@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # one cached position
-def test_append_cache_adds_one_position_after_the_others():
-    mha = MultiHeadAttention(d_model=8, num_heads=2)
-    x = np.random.default_rng(2).normal(size=(1, 1, 8)).astype("float32")
-    mha(x, x)
-    k0 = np.random.default_rng(3).normal(size=(1, 2, 3, 4)).astype("float32")  # [B, H, t=3, d]
-    k, v = mha.append_cache(k0, 2 * k0, x)
+def test_self_attend_step_equals_the_causal_pass_at_its_position():
+    """One row, three cached positions: the step's output is the causal pass's 4th position; the cache grows."""
+    mha = MultiHeadAttention(d_model=8, num_heads=2, d_k=3, d_v=5)
+    x = np.random.default_rng(2).normal(size=(2, 4, 8)).astype("float32")
+    full = np.asarray(mha(x, x, masks.causal_mask(4)))  # [2, 4, 8]
+    k0, v0 = mha.project_key_value(x[:, :3])  # [2, 2, 3, 3], [2, 2, 3, 5]
+    out, k, v = mha.self_attend_step(x[:, 3], k0, v0)
+    np.testing.assert_allclose(np.asarray(out), full[:, 3], atol=1e-5)
     expected_k, expected_v = mha.project_key_value(x)
-    assert k.shape == v.shape == (1, 2, 4, 4)
-    np.testing.assert_array_equal(np.asarray(k)[:, :, :3], k0)
-    np.testing.assert_array_equal(np.asarray(v)[:, :, :3], 2 * k0)
-    np.testing.assert_allclose(np.asarray(k)[:, :, 3], np.asarray(expected_k)[:, :, 0], atol=1e-6)
-    np.testing.assert_allclose(np.asarray(v)[:, :, 3], np.asarray(expected_v)[:, :, 0], atol=1e-6)
+    assert k.shape == (2, 2, 4, 3) and v.shape == (2, 2, 4, 5)
+    np.testing.assert_allclose(np.asarray(k), np.asarray(expected_k), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(v), np.asarray(expected_v), atol=1e-6)
+
+
+def test_attend_rows_equals_attention_of_one_query():
+    mha = MultiHeadAttention(d_model=8, num_heads=2)
+    rng = np.random.default_rng(4)
+    x, memory = rng.normal(size=(3, 1, 8)).astype("float32"), rng.normal(size=(3, 5, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1] * 5, [1, 0, 0, 0, 0]], bool)[:, None, None, :]  # [3, 1, 1, 5]
+    expected = np.asarray(mha(x, memory, mask))[:, 0]  # [3, 8]
+    k, v = mha.project_key_value(memory)
+    np.testing.assert_allclose(np.asarray(mha.attend_rows(x[:, 0], k, v, mask)), expected, atol=1e-5)
