@@ -49,9 +49,10 @@ def cached_step_fn(model, source_ids, beam_size):
     constants = {"memory": [{name: _tile(c[name], beam_size) for name in ("memory_k", "memory_v")} for c in layers],
                  "memory_mask": _tile(masks.padding_mask(source_ids), beam_size)}  # [B*K, H, S, d], [B*K, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
+    weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
 
     def step_fn(token_ids, step, cache, constants):
-        layers = [dict(c, **m) for c, m in zip(cache, constants["memory"])]
+        layers = [dict(c, **m, **w) for c, m, w in zip(cache, constants["memory"], weights)]
         logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"])  # [B*K, V]
         return log_probs_from_logits(logits), [{"k": c["k"], "v": c["v"]} for c in layers]
 

@@ -46,7 +46,7 @@ class MultiHeadAttention(keras.layers.Layer):
       ``attend(query, k, v, mask)``            -> [B, T, D]   (precomputed keys/values)
       ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
       ``attend_rows(x, k, v, mask)``         -> [N, D]      (one query per row, decoding)
-      ``self_attend_step(x, cache_k, cache_v)`` -> ([N, D], k, v one position longer)
+      ``self_attend_step(x, cache_k, cache_v, qkv)`` -> ([N, D], k, v one position longer)
     """
 
     def __init__(self, d_model, num_heads, d_k=None, d_v=None, attention_dropout=0.0, **kwargs):
@@ -115,16 +115,20 @@ class MultiHeadAttention(keras.layers.Layer):
         heads, _ = scaled_dot_product_attention(self._rows_to_heads(self.query_dense(x), self.d_k), k, v, mask)
         return self._heads_to_rows(heads)
 
-    def self_attend_step(self, x, cache_k, cache_v):
+    def fused_qkv(self, dtype="float32"):
+        """(kernel [D, H (2 d_k + d_v)], bias): W^Q, W^K, W^V side by side, for ``self_attend_step``."""
+        dense = (self.query_dense, self.key_dense, self.value_dense)
+        return (ops.concatenate([ops.cast(d.kernel, dtype) for d in dense], axis=1),
+                ops.concatenate([ops.cast(d.bias, dtype) for d in dense], axis=0))
+
+    def self_attend_step(self, x, cache_k, cache_v, qkv=None):
         """Self-attention of one new position per row over the earlier positions and itself (decoding).
 
         x [N, D]; cache_k [N, H, t, d_k], cache_v [N, H, t, d_v] -> (out [N, D], k [N, H, t + 1, d_k],
-        v [N, H, t + 1, d_v]). Q, K and V come from one matmul with W^Q, W^K, W^V side by side (the same
-        products as three); nothing is masked, as every cached position is an earlier one.
+        v [N, H, t + 1, d_v]). Q, K and V come from one matmul with ``qkv = fused_qkv()`` (computed here when
+        None; a decoder computes it once before its steps). Nothing is masked: every cached position is earlier.
         """
-        dense = (self.query_dense, self.key_dense, self.value_dense)
-        kernel = ops.concatenate([ops.cast(d.kernel, x.dtype) for d in dense], axis=1)  # [D, H (2 d_k + d_v)]
-        bias = ops.concatenate([ops.cast(d.bias, x.dtype) for d in dense], axis=0)  # [H (2 d_k + d_v)]
+        kernel, bias = qkv if qkv is not None else self.fused_qkv(x.dtype)
         split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
         q, k, v = ops.split(ops.matmul(x, kernel) + bias, split, axis=1)  # [N, H d_k], [N, H d_k], [N, H d_v]
         k = ops.concatenate([cache_k, self._rows_to_heads(k, self.d_k)], axis=2)  # [N, H, t + 1, d_k]

@@ -35,14 +35,14 @@ class DecoderLayer(_Block):
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
     def step(self, y, cache, memory_mask):
-        """One position per row. y [N, D]; cache: k, v [N, H, t, d] and memory_k, memory_v [N, H, S, d].
+        """One position per row. y [N, D]; cache: k, v [N, H, t, d], memory_k, memory_v [N, H, S, d], qkv.
 
         memory_mask [N, 1, 1, S]. Returns (y [N, D], cache with k, v [N, H, t + 1, d]).
         """
         new = dict(cache)
 
         def self_attend(h):
-            out, new["k"], new["v"] = self.self_attention.self_attend_step(h, cache["k"], cache["v"])
+            out, new["k"], new["v"] = self.self_attention.self_attend_step(h, cache["k"], cache["v"], cache.get("qkv"))
             return out
 
         y = self.self_attention_residual(y, sublayer_fn=self_attend)
@@ -62,7 +62,8 @@ class Decoder(_Stack):
         return self._finish(y)
 
     def init_cache(self, memory):
-        """A list (one per layer) of dicts: empty self-attention k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]."""
+        """A list (one per layer) of dicts: empty self-attention k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d];
+        qkv, the fused self-attention weights (computed once here rather than at every step)."""
         cache = []
         b = ops.shape(memory)[0]
         for layer in self.blocks:
@@ -73,6 +74,7 @@ class Decoder(_Stack):
                 "v": ops.zeros((b, attn.num_heads, 0, attn.d_v), dtype=memory_v.dtype),  # [B, H, 0, d_v]
                 "memory_k": memory_k,
                 "memory_v": memory_v,
+                "qkv": attn.fused_qkv(memory.dtype),
             })
         return cache
 
