@@ -20,6 +20,13 @@ options come in two flavours: fixed at the recipe's §6.1 values — beam 4,
 ``sequences`` hold no BOS, include EOS and are PAD after it. Scores are
 log P(Y|X) / lp(Y) (``keras_transformer.decoding``).
 
+The K n-best slots are full: the search goes on until each input has K
+finished hypotheses that no unfinished one can beat (which never changes the
+best). Only an input that reaches its maximum output length (source + 50)
+with fewer than K finished ones has empty slots, after them: an empty string
+with score -1e9; an input with none finished gets its K unfinished
+hypotheses instead, scored at that length.
+
 Long inputs are truncated, never rejected: a source longer than
 ``max_source_length = min(recipe.data.max_length, recipe.model.max_length)``
 tokens (EOS included; the longest source seen in training) keeps its first
