@@ -1,11 +1,16 @@
-"""kt-export: write a training work directory's model as a translator SavedModel (text in, text out).
+"""kt-export: write a model as a translator: a TensorFlow SavedModel (text in, text out) or a CTranslate2 directory.
 
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_en_de [--checkpoint=averaged]
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_ids --ids_only
+    kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
+        --export_dir=saved_models/multi30k_en_de_ct2_int8
 
-Signatures: serving_default, translate_with_options, translate_ids,
+--model is a training work directory or an exported SavedModel. SavedModel
+signatures: serving_default, translate_with_options, translate_ids,
 translate_ids_with_options (see keras_transformer.export; --ids_only keeps the
-last two, for servers without the tensorflow-text ops).
+last two, for servers without the tensorflow-text ops). --format=ctranslate2
+writes CTranslate2's model (keras_transformer.engines; needs the optional
+ctranslate2 package), which kt-translate and kt-evaluate serve like a SavedModel.
 """
 
 from __future__ import annotations
@@ -15,34 +20,83 @@ import os
 from absl import flags
 
 from keras_transformer.cli import common
+from keras_transformer.engines import QUANTIZATIONS
 
-flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/).")
+flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/) or an exported "
+                    "SavedModel.")
 flags.DEFINE_string("checkpoint", "latest",
-                    "'latest', 'averaged' (kt-average), 'best' (--keep_best_by) or a checkpoint path prefix.")
-flags.DEFINE_string("export_dir", None, "Where the SavedModel goes, e.g. saved_models/NAME.")
+                    "For a work directory: 'latest', 'averaged' (kt-average), 'best' (--keep_best_by) or a "
+                    "checkpoint path prefix.")
+flags.DEFINE_string("export_dir", None, "Where the export goes, e.g. saved_models/NAME.")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
+                  "saved_model (TensorFlow Serving) or ctranslate2 (a CTranslate2 model directory).")
+flags.DEFINE_enum("quantization", None, list(QUANTIZATIONS),
+                  "With --format=ctranslate2: the stored weight type (default float32; int8 = int8_float32, "
+                  "int8 matrices and float32 elsewhere).")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    del argv
+def _check_flags() -> None:
+    """Exit with one line naming the flag when the options do not go together."""
     for name in ("model", "export_dir"):
         if not getattr(FLAGS, name):
             common.fail(f"--{name}: required")
-    if os.path.exists(os.path.join(FLAGS.export_dir, "saved_model.pb")):
-        common.fail(f"--export_dir: {FLAGS.export_dir} already holds a SavedModel; remove it or choose another")
+    if FLAGS.format == "ctranslate2":
+        if FLAGS.ids_only:
+            common.fail("--ids_only: applies to --format=saved_model only")
+        from keras_transformer.engines import import_ctranslate2
+
+        try:
+            import_ctranslate2()
+        except ImportError as e:
+            common.fail(f"--format=ctranslate2: {e}")
+        if os.path.exists(FLAGS.export_dir):
+            common.fail(f"--export_dir: {FLAGS.export_dir} already exists; remove it or choose another")
+    else:
+        if FLAGS.quantization is not None:
+            common.fail("--quantization: applies to --format=ctranslate2 only")
+        if os.path.exists(os.path.join(FLAGS.export_dir, "saved_model.pb")):
+            common.fail(f"--export_dir: {FLAGS.export_dir} already holds a SavedModel; remove it or choose another")
+
+
+def _source_info(model_arg: str, checkpoint: str) -> dict:
+    """What the export was made from: the checkpoint and work directory, or the SavedModel (and its checkpoint)."""
+    import json
+
+    from keras_transformer import checkpoints, export, inference
+
+    if inference.is_saved_model(model_arg):
+        with open(os.path.join(model_arg, "assets", export.EXPORT_INFO)) as f:
+            saved = json.load(f)
+        return {"saved_model": os.path.abspath(model_arg),
+                **{k: saved[k] for k in ("checkpoint", "workdir") if k in saved}}
+    path = checkpoints.resolve_checkpoint(model_arg, checkpoint)
+    return {"checkpoint": os.path.abspath(path), "workdir": os.path.abspath(model_arg)}
+
+
+def main(argv):
+    del argv
+    _check_flags()
     from keras_transformer import checkpoints, export
 
     try:
         model, recipe, tok = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
-        path = checkpoints.resolve_checkpoint(FLAGS.model, FLAGS.checkpoint)
+        info = _source_info(FLAGS.model, FLAGS.checkpoint)
     except (ValueError, FileNotFoundError) as e:
-        common.fail(f"--model: {e}")
-    export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only,
-                  info={"checkpoint": os.path.abspath(path), "workdir": os.path.abspath(FLAGS.model)})
+        common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
+    if FLAGS.format == "ctranslate2":
+        from keras_transformer.engines import ctranslate2_convert
+
+        quantization = FLAGS.quantization or "float32"
+        ctranslate2_convert.convert(model, tok, recipe, FLAGS.export_dir, quantization, info=info)
+        what = f"a CTranslate2 model ({quantization})"
+    else:
+        export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info)
+        what = "a SavedModel"
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(FLAGS.export_dir) for f in files)
-    print(f"exported {path} to {FLAGS.export_dir} ({size / 2**20:.1f} MiB)")
+    print(f"exported {info.get('checkpoint', FLAGS.model)} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")
 
 
 def run():

@@ -1,0 +1,268 @@
+"""CTranslate2 export of the tiny work directory: the converted model scores and translates as ours does.
+
+CTranslate2's log-probabilities of a forced target equal our decoder's; its translations, n-best lists and
+scores, driven as ``ctranslate2_translate`` describes, equal our beam search's under the same truncation,
+empty-input and per-sentence length rules. The re-ranking and the stopping rule are checked on hand-made
+hypotheses.
+
+Ours bans PAD and BOS after its log-softmax, CTranslate2 before it (renormalising over the other tokens).
+A trained model gives them next to no probability (at most 3.3e-5 per token for the shipped model), the
+tiny random one about 2/V; for the decoding comparisons the tiny model's PAD and BOS logits are pushed to
+-30 (``_pinned``), so that the two searches compare the same log-probabilities to float precision.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export, inference
+from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS
+from tests.conftest import REPO_ROOT
+from tests.inference.support import run_cli
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from keras_transformer.engines import ctranslate2_convert, ctranslate2_translate  # noqa: E402
+
+LONG = " ".join(["A man in a blue shirt is standing on a tall ladder cleaning the windows of a house."] * 3)
+LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A girl is playing.",
+         "A man in a blue shirt is standing on a ladder cleaning windows.", "Kids.", LONG]
+TARGETS = ["Ein Hund rennt über die grüne Wiese am Fluss.", "", "Zwei Männer.", "Ein Mädchen spielt.",
+           "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt Fenster.", "Kinder.", "Ein Mann."]
+
+
+def _pinned(model, logit):
+    """The model with the PAD and BOS logits pinned at ``logit``: dimension 0 of the last decoder LayerNorm
+    outputs |logit| (gamma 0, beta |logit|), no other token's embedding uses dimension 0, and PAD's and BOS's
+    embeddings are sign(logit) e_0 (a moderate input embedding for BOS)."""
+    embeddings = model.embedding.embeddings.numpy()  # [V, D]
+    embeddings[:, 0] = 0.0
+    embeddings[[PAD_ID, BOS_ID]] = 0.0
+    embeddings[[PAD_ID, BOS_ID], 0] = np.sign(logit)
+    model.embedding.embeddings.assign(embeddings)
+    norm = model.decoder.blocks[-1].ffn_residual.layer_norm
+    first = np.arange(norm.gamma.shape[0]) == 0
+    norm.gamma.assign(np.where(first, 0.0, norm.gamma.numpy()))
+    norm.beta.assign(np.where(first, abs(logit), norm.beta.numpy()))
+    return model
+
+
+@pytest.fixture(scope="module")
+def keras_parts(trained_workdir):
+    return checkpoints.load_for_inference(trained_workdir)  # (model, recipe, tokenizer), latest checkpoint
+
+
+@pytest.fixture(scope="module")
+def converted(keras_parts, tmp_path_factory):
+    model, recipe, tok = keras_parts
+    return ctranslate2_convert.convert(model, tok, recipe, tmp_path_factory.mktemp("ct2") / "tiny",
+                                       info={"checkpoint": "latest"})
+
+
+@pytest.fixture(scope="module")
+def pair(trained_workdir, tmp_path_factory):
+    """(ours, theirs) over the tiny model with PAD and BOS pinned at -30: our export.Translator and the
+    CTranslate2 translator."""
+    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    model = _pinned(model, -30.0)
+    directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path_factory.mktemp("ct2") / "sharp")
+    return export.Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1)
+
+
+def _ours(translator, lines, beam_size, alpha, extra_length):
+    out = translator.translate_with_options(tf.constant(lines), tf.constant(beam_size), tf.constant(alpha),
+                                            tf.constant(extra_length))
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def test_directory_holds_the_model_vocabulary_tokenizer_and_recipe(converted, keras_parts):
+    _, recipe, tok = keras_parts
+    names = sorted(os.listdir(converted))
+    assert names == sorted(["config.json", "model.bin", "source_vocabulary.json", "target_vocabulary.json",
+                            SENTENCEPIECE, INFO])
+    config = json.loads(Path(converted, "config.json").read_text())
+    assert config["layer_norm_epsilon"] == pytest.approx(1e-6) and config["decoder_start_token"] == "<s>"
+    assert (config["bos_token"], config["eos_token"], config["add_source_eos"]) == ("<s>", "</s>", False)
+    target = json.loads(Path(converted, "target_vocabulary.json").read_text())
+    source = json.loads(Path(converted, "source_vocabulary.json").read_text())
+    pieces = [p.decode() for p in tok.id_to_piece(tf.range(tok.vocab_size)).numpy()]
+    assert target == pieces and source == pieces[:EOS_ID] + [SOURCE_EOS] + pieces[EOS_ID + 1:]
+    assert Path(converted, SENTENCEPIECE).read_bytes() == tok.model_proto
+    info = json.loads(Path(converted, INFO).read_text())
+    assert (info["max_source_length"], info["quantization"], info["checkpoint"]) == (24, "float32", "latest")
+    assert info["decode"] == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+    assert info["recipe"] == recipe.to_dict()
+
+
+def test_forced_target_log_probs_equal_ours(converted, keras_parts):
+    model, _, tok = keras_parts
+    sp = spm.SentencePieceProcessor(model_proto=tok.model_proto)
+    translator = ctranslate2.Translator(converted, intra_threads=1)
+    results = translator.score_batch([sp.encode(x, out_type=str) + [SOURCE_EOS] for x in LINES[:6]],
+                                     [sp.encode(y, out_type=str) for y in TARGETS[:6]])  # appends EOS
+    for source, target, result in zip(LINES, TARGETS, results):
+        source_ids, target_ids = sp.encode(source) + [EOS_ID], sp.encode(target)
+        logits = model((tf.constant([source_ids]), tf.constant([[BOS_ID] + target_ids])), training=False)
+        target_out = target_ids + [EOS_ID]
+        ours = tf.nn.log_softmax(logits[0]).numpy()[np.arange(len(target_out)), target_out]  # [T]
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("beam_size, alpha, extra_length", [(4, 0.6, 50), (3, 1.0, 10), (4, 0.6, 2), (1, 0.0, 50)])
+def test_translations_nbest_and_scores_equal_ours(pair, beam_size, alpha, extra_length):
+    """Beam 4 and 3 with GNMT's penalty; extra_length 2, where most items end at their own maximum length
+    with nothing finished (the alive fallback); beam 1 with α = 0 (greedy)."""
+    ours, theirs = pair
+    expected = _ours(ours, LINES, beam_size, alpha, extra_length)
+    got = theirs.translate(LINES, beam_size, alpha, extra_length)
+    assert [t.decode() for t in expected["translations"]] == list(got["translations"])
+    assert [[t.decode() for t in row] for row in expected["nbest_translations"]] == got["nbest_translations"].tolist()
+    np.testing.assert_allclose(got["nbest_scores"], expected["nbest_scores"], atol=1e-4, rtol=1e-5)
+    np.testing.assert_array_equal(got["scores"], got["nbest_scores"][:, 0])
+
+
+def test_long_and_empty_inputs_follow_our_rules(pair):
+    ours, theirs = pair
+    sources = theirs.encode(["", LONG])
+    assert sources[0] == [SOURCE_EOS] and len(sources[1]) == 24 and sources[1][-1] == SOURCE_EOS  # 23 pieces + EOS
+    expected = _ours(ours, ["", LONG, LONG + " And more words at the end."], 4, 0.6, 5)
+    got = theirs.translate(["", LONG, LONG + " And more words at the end."], 4, 0.6, 5)
+    assert got["translations"][1] == got["translations"][2]  # the words past max_source_length are cut
+    assert [t.decode() for t in expected["translations"]] == list(got["translations"])
+    np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4, rtol=1e-5)
+
+
+def test_each_sentence_keeps_its_own_maximum_length(pair, monkeypatch):
+    """extra_length 1: "Kids." (S tokens, EOS included) may emit S + 1 tokens, the long line (24) 25. Searched
+    together to 25, "Kids." keeps its hypotheses of at most S + 1 tokens, or is searched again to exactly S + 1
+    where none of them finished (for its alive beams at S + 1)."""
+    ours, theirs = pair
+    calls, translator = [], theirs._translator
+
+    class Recorder:
+        def translate_batch(self, sources, **options):
+            calls.append((len(sources), options["max_decoding_length"]))
+            return translator.translate_batch(sources, **options)
+
+    monkeypatch.setattr(theirs, "_translator", Recorder())
+    sources = theirs.encode(["Kids.", LONG, "Kids."])
+    limits = [len(sources[0]) + 1, 25, len(sources[0]) + 1]
+    nbest = theirs._search(sources, limits, beam_size=2, alpha=0.0)
+    assert limits[0] < 25 and calls[0] == (3, 25) and calls[1:] in ([], [(2, limits[0])])
+    assert all(len(tokens) <= limit for hypotheses, limit in zip(nbest, limits) for tokens, _ in hypotheses)
+    got = theirs.translate(["Kids.", LONG, "Kids."], beam_size=2, alpha=0.0, extra_length=1)
+    expected = _ours(ours, ["Kids.", LONG, "Kids."], 2, 0.0, 1)
+    assert [t.decode() for t in expected["translations"]] == list(got["translations"])
+    np.testing.assert_allclose(got["nbest_scores"], expected["nbest_scores"], atol=1e-4, rtol=1e-5)
+
+
+def test_pad_and_bos_are_never_emitted(trained_workdir, tmp_path):
+    """Not even where the model puts nearly all its mass on them (their logits pinned at +30)."""
+    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    directory = ctranslate2_convert.convert(_pinned(model, 30.0), tok, recipe, tmp_path / "pad_loving")
+    translator = ctranslate2_translate.load(directory, intra_threads=1)
+    hypotheses = translator._decode(translator.encode(LINES), beam_size=4, length=10)
+    tokens = [token for item in hypotheses for pieces, _ in item for token in pieces]
+    assert len(tokens) > 100 and not set(tokens) & {"<pad>", "<s>"}
+    unasked = translator._translate_batch(translator.encode(LINES[:1]), 4, 10, suppress=False)  # the first search
+    assert {"<pad>", "<s>"} & {token for pieces, _ in unasked[0] for token in pieces}
+
+
+def test_gnmt_rerank_by_hand():
+    """lp(n) = ((5 + n) / 6)^α, n counting EOS. With α = 1: "a b c EOS" (log P -2.2) scores -2.2 / 1.5 = -1.467
+    and beats "a EOS" (-2.0 / (7/6) = -1.714) and "EOS" (-1.8); unfinished hypotheses count only where
+    nothing finished, at the maximum length."""
+    eos = "</s>"
+    hypotheses = [(["a", eos], -2.0), (["a", "b", "c", eos], -2.2), ([eos], -1.8), (["a", "b", "c"], -0.5)]
+    best = ctranslate2_translate.gnmt_rerank(hypotheses, eos, max_length=4, beam_size=2, alpha=1.0)
+    assert [t for t, _ in best] == [["a", "b", "c", eos], ["a", eos]]
+    np.testing.assert_allclose([s for _, s in best], [-2.2 / 1.5, -2.0 / (7 / 6)])
+    best = ctranslate2_translate.gnmt_rerank([(["a", "c", "c"], -0.8), (["a", "b", "c"], -0.5)], eos, 3, 4, 1.0)
+    assert [t for t, _ in best] == [["a", "b", "c"], ["a", "c", "c"]]
+    np.testing.assert_allclose([s for _, s in best], [-0.5 / (8 / 6), -0.8 / (8 / 6)])
+
+
+def test_settled_is_ours_stopping_rule():
+    """K = 2, α = 0, maximum length 10: settled once 2 finished and the worse (-2) beats the best candidate of
+    the last step (log P -2.5 at length 3); not with one finished, nor when that candidate scores -1.5."""
+    eos = "</s>"
+    finished = [(["a", eos], -1.0), (["b", eos], -2.0)]
+
+    def settled(hypotheses):
+        best = ctranslate2_translate.gnmt_rerank(hypotheses, eos, 10, 2, 0.0)
+        return ctranslate2_translate._settled(hypotheses, best, eos, 3, 10, 2, 0.0)
+
+    assert settled(finished + [(["a", "b", "c"], -2.5)])
+    assert not settled(finished[:1] + [(["a", "b", "c"], -2.5)])
+    assert not settled(finished + [(["a", "b", "c"], -1.5)])
+
+
+def test_convert_refuses_an_existing_directory_and_an_unknown_quantization(keras_parts, converted, tmp_path):
+    model, recipe, tok = keras_parts
+    with pytest.raises(FileExistsError, match="already exists"):
+        ctranslate2_convert.convert(model, tok, recipe, converted)
+    with pytest.raises(ValueError, match="^quantization: expected one of float32, int8"):
+        ctranslate2_convert.convert(model, tok, recipe, tmp_path / "x", quantization="int4")
+    assert not (tmp_path / "x").exists()
+
+
+def test_int8_directory_loads_through_load_translator(keras_parts, tmp_path):
+    model, recipe, tok = keras_parts
+    directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "int8", quantization="int8")
+    loaded = inference.load_translator(directory)
+    assert loaded.defaults == (4, 0.6, 50) and "int8" in loaded.description
+    translations, scores = inference.translate_lines(loaded, LINES[:3], batch_size=2)
+    assert len(translations) == 3 and np.all(scores < 0)
+    with pytest.raises(ValueError, match="^--checkpoint: .* CTranslate2"):
+        inference.load_translator(directory, checkpoint="averaged")
+
+
+# -- the entry points ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_kt_export_from_a_saved_model_then_kt_translate_serves_it(exported, tmp_path):
+    directory = tmp_path / "ct2"
+    result = run_cli("export", f"--model={exported}", "--format=ctranslate2", f"--export_dir={directory}")
+    assert f"to {directory} as a CTranslate2 model (float32)" in result.stdout
+    info = json.loads((directory / INFO).read_text())
+    assert info["saved_model"] == str(exported) and info["checkpoint"].endswith("ckpt-12")
+
+    result = run_cli("translate", f"--model={directory}", "--batch_size=2", stdin="".join(f"{x}\n" for x in LINES))
+    expected, _ = inference.translate_lines(inference.load_translator(directory), LINES, batch_size=2)
+    assert result.stdout.split("\n") == expected + [""]
+    assert f"translated {len(LINES)} lines" in result.stderr and "CTranslate2" in result.stderr
+
+
+@pytest.mark.slow
+def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
+    """Run side by side (each start-up imports TensorFlow)."""
+    blocked = "import sys; sys.modules['ctranslate2'] = None; from keras_transformer.cli import export; export.run()"
+    out = str(tmp_path / "out")
+    cases = {
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--quantization=int8"): "error: --quantization: applies to --format=ctranslate2 only",
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--format=onnx"): "error: flag --format=onnx: value should be one of <saved_model|ctranslate2>",
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={converted}",
+         "--format=ctranslate2"): f"error: --export_dir: {converted} already exists; remove it or choose another",
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--format=ctranslate2", "--ids_only"): "error: --ids_only: applies to --format=saved_model only",
+        ("-c", blocked, f"--model={trained_workdir}", f"--export_dir={out}", "--format=ctranslate2"):
+            'error: --format=ctranslate2: the ctranslate2 package is not installed; pip install -e ".[ctranslate2]"',
+        ("-m", "keras_transformer.cli.translate", f"--model={converted}", "--checkpoint=averaged"):
+            f"error: --checkpoint: {converted} is a CTranslate2 export; checkpoints apply to work directories",
+    }
+    runs = {args: subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in cases}
+    for args, process in runs.items():
+        _, stderr = process.communicate(timeout=240)
+        assert (process.returncode, stderr.strip().splitlines()) == (2, [cases[args]]), args
+    assert not os.path.exists(out)
