@@ -202,3 +202,16 @@ def fail(message: str) -> None:
     """Exit non-zero with one clear line (the message names the flag or file)."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def read_text_flag(flag: str):
+    """The lines of the plain/.gz file named by --flag, or exit with one line naming the flag."""
+    from keras_transformer import evaluation
+
+    path = getattr(FLAGS, flag)
+    if not path:
+        fail(f"--{flag}: required")
+    try:
+        return evaluation.read_text(path)
+    except (ValueError, FileNotFoundError) as e:
+        fail(f"--{flag}: {e}")

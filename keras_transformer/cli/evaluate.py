@@ -34,18 +34,6 @@ flags.DEFINE_boolean("json", False, "End with one line of JSON: bleu, chrf, sign
 FLAGS = flags.FLAGS
 
 
-def _read(flag: str):
-    from keras_transformer import evaluation
-
-    path = getattr(FLAGS, flag)
-    if not path:
-        common.fail(f"--{flag}: required")
-    try:
-        return evaluation.read_text(path)
-    except (ValueError, FileNotFoundError) as e:
-        common.fail(f"--{flag}: {e}")
-
-
 def _split_files():
     """Sets --source/--reference to the files of --split in the data directory."""
     from keras_transformer.config import DataConfig
@@ -69,14 +57,14 @@ def main(argv):
         _split_files()
     from keras_transformer import evaluation, inference
 
-    references = _read("reference")
+    references = common.read_text_flag("reference")
     extra = {}
     if FLAGS.hypothesis_file:
         if FLAGS.model or FLAGS.source:
             common.fail("--hypothesis_file: scores an existing file; do not also give --model/--source")
-        hypotheses = _read("hypothesis_file")
+        hypotheses = common.read_text_flag("hypothesis_file")
     else:
-        sources = _read("source")
+        sources = common.read_text_flag("source")
         if len(sources) != len(references):
             common.fail(f"--reference: {len(references)} lines but --source has {len(sources)}")
         translator = decode_flags.load_translator()

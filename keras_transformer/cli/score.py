@@ -34,27 +34,14 @@ flags.DEFINE_boolean("json", False, "Write one JSON object per line (log_prob, t
 FLAGS = flags.FLAGS
 
 
-def _read(flag: str):
-    from keras_transformer import evaluation
-
-    path = getattr(FLAGS, flag)
-    if not path:
-        common.fail(f"--{flag}: required")
-    try:
-        return evaluation.read_text(path)
-    except (ValueError, FileNotFoundError) as e:
-        common.fail(f"--{flag}: {e}")
-
-
 def main(argv):
     del argv
-    if FLAGS.alpha is not None and FLAGS.alpha < 0:
-        common.fail(f"--alpha: must be >= 0, got {FLAGS.alpha}")
+    decode_flags.check_decode_option("alpha")
     if FLAGS.batch_size < 1:
         common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
     if not FLAGS.model:
         common.fail("--model: required (a SavedModel directory or a training work directory)")
-    sources, targets = _read("source"), _read("target")
+    sources, targets = common.read_text_flag("source"), common.read_text_flag("target")
     if len(sources) != len(targets):
         common.fail(f"--source/--target: {FLAGS.source} has {len(sources)} lines, {FLAGS.target} has "
                     f"{len(targets)}; they must be aligned")

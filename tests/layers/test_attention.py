@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_transformer.layers import MultiHeadAttention, scaled_dot_product_attention
 from keras_transformer.layers import masks
