@@ -28,7 +28,6 @@ The vocabularies are the SentencePiece pieces in id order, except that the sourc
 made only of its BOS/EOS tokens, whereas ours translates an empty input from the source [EOS]. So a source
 is its pieces followed by ``<source_eos>``, given explicitly (``add_source_eos`` is off).
 
-
 Queries are scaled by 1/sqrt(d_k) in both (Eq. 1).
 """
 

@@ -115,6 +115,30 @@ def test_forced_target_log_probs_equal_ours(converted, keras_parts):
         np.testing.assert_allclose(result.log_probs, ours, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("changes", [dict(norm="pre"), dict(positional="learned"), dict(d_k=8, d_v=8)],
+                         ids=["pre_norm", "learned_positions", "head_size_8"])
+def test_other_architectures_score_as_ours(keras_parts, tmp_path, changes):
+    """Pre-LN with the stacks' final LayerNorm, learned positions (Table 3 row E), d_k = d_v != d_model / h
+    (Table 3 row B): random weights, forced log-probs equal to 1e-4."""
+    import dataclasses
+
+    from keras_transformer.model import build_model
+
+    _, recipe, tok = keras_parts
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, **changes))
+    model = build_model(recipe.model)
+    for weight in model.weights:  # LayerNorm gains and biases away from 1 and 0 too
+        weight.assign(weight.numpy() + np.random.default_rng(1).normal(0, 0.1, weight.shape).astype(np.float32))
+    directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "ct2")
+    sp = spm.SentencePieceProcessor(model_proto=tok.model_proto)
+    result = ctranslate2.Translator(directory, intra_threads=1).score_batch(
+        [sp.encode(LINES[0], out_type=str) + [SOURCE_EOS]], [sp.encode(TARGETS[0], out_type=str)])[0]
+    source_ids, target_ids = sp.encode(LINES[0]) + [EOS_ID], sp.encode(TARGETS[0])
+    logits = model((tf.constant([source_ids]), tf.constant([[BOS_ID] + target_ids])), training=False)
+    ours = tf.nn.log_softmax(logits[0]).numpy()[np.arange(len(target_ids) + 1), target_ids + [EOS_ID]]
+    np.testing.assert_allclose(result.log_probs, ours, atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("beam_size, alpha, extra_length", [(4, 0.6, 50), (3, 1.0, 10), (4, 0.6, 2), (1, 0.0, 50)])
 def test_translations_nbest_and_scores_equal_ours(pair, beam_size, alpha, extra_length):
     """Beam 4 and 3 with GNMT's penalty; extra_length 2, where most items end at their own maximum length
@@ -230,10 +254,12 @@ def test_int8_directory_loads_through_load_translator(keras_parts, tmp_path):
 @pytest.mark.slow
 def test_kt_export_from_a_saved_model_then_kt_translate_serves_it(exported, tmp_path):
     directory = tmp_path / "ct2"
-    result = run_cli("export", f"--model={exported}", "--format=ctranslate2", f"--export_dir={directory}")
-    assert f"to {directory} as a CTranslate2 model (float32)" in result.stdout
+    result = run_cli("export", f"--model={exported}", "--format=ctranslate2", "--quantization=int8",
+                     f"--export_dir={directory}")
+    assert f"to {directory} as a CTranslate2 model (int8)" in result.stdout
     info = json.loads((directory / INFO).read_text())
     assert info["saved_model"] == str(exported) and info["checkpoint"].endswith("ckpt-12")
+    assert info["quantization"] == "int8"
 
     result = run_cli("translate", f"--model={directory}", "--batch_size=2", stdin="".join(f"{x}\n" for x in LINES))
     expected, _ = inference.translate_lines(inference.load_translator(directory), LINES, batch_size=2)
