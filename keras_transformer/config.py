@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from typing import Any, Optional, Tuple
 
 
@@ -178,10 +180,27 @@ class DecodeConfig:
     average_checkpoints: int = 5
 
     def __post_init__(self):
-        _require(self.beam_size >= 1, "beam_size", f"must be >= 1, got {self.beam_size}")
-        _require(self.alpha >= 0.0, "alpha", f"must be >= 0, got {self.alpha}")
-        _require(self.extra_length >= 0, "extra_length", "must be >= 0")
+        for name in DECODE_OPTIONS:
+            problem = decode_option_error(name, getattr(self, name))
+            _require(problem is None, name, problem or "")
         _require(self.average_checkpoints >= 1, "average_checkpoints", "must be >= 1")
+
+
+# The decoding options' valid values, defined once: DecodeConfig, the inference flags (--beam_size, --alpha,
+# --extra_length) and the exported signatures' in-graph asserts (export.py) all check these rules.
+DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it); NaN and ±inf are never valid
+    "beam_size": (1, "must be >= 1"),
+    "alpha": (0.0, "must be a finite number >= 0"),
+    "extra_length": (0, "must be >= 0"),
+}
+
+
+def decode_option_error(name: str, value) -> Optional[str]:
+    """Why ``value`` is not a valid decoding option ``name`` ("must be ..., got v"), or None when it is."""
+    least, rule = DECODE_OPTIONS[name]
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value >= least:
+        return None
+    return f"{rule}, got {value}"
 
 
 @dataclasses.dataclass(frozen=True)

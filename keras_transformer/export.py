@@ -20,6 +20,13 @@ options come in two flavours: fixed at the recipe's §6.1 values — beam 4,
 ``sequences`` hold no BOS, include EOS and are PAD after it. Scores are
 log P(Y|X) / lp(Y) (``keras_transformer.decoding``).
 
+Every signature checks its inputs in the graph and refuses a bad request with
+an InvalidArgumentError naming the input and its rule: the rank of each input
+(inputs [B], source_ids [B, S], scalar options; the signatures declare them of
+unknown shape so that the check is not folded away), ids in [0, V), and the
+options' rules of ``config.DECODE_OPTIONS`` (beam_size >= 1, alpha finite and
+>= 0, extra_length >= 0), which kt-translate's flags and DecodeConfig follow too.
+
 The K n-best slots are full: the search goes on until each input has K
 finished hypotheses that no unfinished one can beat (which never changes the
 best). Only an input that reaches its maximum output length (source + 50)
@@ -57,7 +64,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.config import Recipe
+from keras_transformer.config import DECODE_OPTIONS, Recipe
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 
@@ -65,10 +72,14 @@ TEXT_SIGNATURES = ("serving_default", "translate_with_options")
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 EXPORT_INFO = "export.json"
 
-_STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
-_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
-_OPTIONS = (tf.TensorSpec([], tf.int32, name="beam_size"), tf.TensorSpec([], tf.float32, name="alpha"),
-            tf.TensorSpec([], tf.int32, name="extra_length"))
+# Every input is declared of unknown shape and its rank checked in the graph: with a declared shape the check
+# would be folded away at trace time, yet a server (TF Serving, a loaded signature) feeds a tensor of any shape.
+_STRINGS = tf.TensorSpec(None, tf.string, name="inputs")  # [B]
+_IDS = tf.TensorSpec(None, tf.int32, name="source_ids")  # [B, S]
+_OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, tf.float32, name="alpha"),
+            tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
+_RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
+          "beam_size": (0, "a scalar"), "alpha": (0, "a scalar"), "extra_length": (0, "a scalar")}
 
 
 def max_source_length(recipe: Recipe) -> int:
@@ -83,6 +94,49 @@ def truncate_source(source_ids, max_length: int):
     cut = source_ids[:, :max_length]  # [B, S']
     at_last = tf.equal(tf.range(tf.shape(cut)[1]), max_length - 1)[None, :]  # [1, S']
     return tf.where(at_last & (lengths > max_length)[:, None], EOS_ID, cut)  # [B, S']
+
+
+def _after(check, value):
+    """``value`` once ``check`` (an assert) has passed: nothing reads it before."""
+    with tf.control_dependencies([check]):
+        return tf.identity(value)
+
+
+def checked_rank(value, name: str):
+    """``value`` with its rank asserted (``_RANKS[name]``): InvalidArgumentError "[name: must be ..., got rank] [r]".
+
+    The value passes on through a reshape to its own leading dimensions, not an identity: Grappler's shape
+    inference would carry the rank that later ops require (the tokenizer's [B]) back through an identity to
+    the input and fold this check away as always true.
+    """
+    rank, what = _RANKS[name]
+    check = tf.debugging.Assert(tf.equal(tf.rank(value), rank), [f"{name}: must be {what}, got rank", tf.rank(value)])
+    with tf.control_dependencies([check]):
+        value = tf.reshape(value, tf.shape(value)[:rank])
+    value.set_shape([None] * rank)
+    return value
+
+
+def checked_options(beam_size, alpha, extra_length):
+    """The decoding options, each asserted in the graph to follow its rule in ``config.DECODE_OPTIONS`` (the rules
+    kt-translate's flags follow), e.g. InvalidArgumentError "[alpha: must be a finite number >= 0, got] [nan]"."""
+    checked = []
+    for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)):
+        value = checked_rank(value, name)
+        least, rule = DECODE_OPTIONS[name]
+        as_float = tf.cast(value, tf.float32)  # NaN fails the comparison, ±inf the finiteness
+        valid = tf.logical_and(as_float >= least, tf.math.is_finite(as_float))
+        checked.append(_after(tf.debugging.Assert(valid, [f"{name}: {rule}, got", value]), value))
+    return tuple(checked)
+
+
+def checked_source_ids(source_ids, vocab_size: int):
+    """source_ids [B, S] with its rank and its ids (0 <= id < V) asserted in the graph."""
+    source_ids = checked_rank(source_ids, "source_ids")
+    valid = tf.logical_and(tf.reduce_all(source_ids >= 0), tf.reduce_all(source_ids < vocab_size))
+    return _after(tf.debugging.Assert(valid, [f"source_ids: every id must be in [0, {vocab_size}), got min",
+                                              tf.reduce_min(source_ids), "max", tf.reduce_max(source_ids)]),
+                  source_ids)
 
 
 class Translator(tf.Module):
@@ -100,13 +154,26 @@ class Translator(tf.Module):
         self._tokenizer = tokenizer if with_text else None
         self._max_source_length = max_source_length(recipe)
         self._defaults = (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length)
-        self.translate_ids_with_options = tf.function(self._translate_ids, input_signature=[_IDS, *_OPTIONS])
-        self.translate_ids = tf.function(lambda source_ids: self._translate_ids(source_ids, *self._defaults),
-                                         input_signature=[_IDS])
+        self._vocab_size = recipe.model.vocab_size
+        self.translate_ids_with_options = tf.function(self._ids_with_options, input_signature=[_IDS, *_OPTIONS])
+        self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[_IDS])
         if with_text:
-            self.translate_with_options = tf.function(self._translate_text, input_signature=[_STRINGS, *_OPTIONS])
-            self.serving_default = tf.function(lambda inputs: self._translate_text(inputs, *self._defaults),
-                                               input_signature=[_STRINGS])
+            self.translate_with_options = tf.function(self._text_with_options, input_signature=[_STRINGS, *_OPTIONS])
+            self.serving_default = tf.function(self._text_with_defaults, input_signature=[_STRINGS])
+
+    # The signatures: each checks its inputs in the graph (rank, ids, the options' rules), then translates.
+    def _ids_with_options(self, source_ids, beam_size, alpha, extra_length):
+        return self._translate_ids(checked_source_ids(source_ids, self._vocab_size),
+                                   *checked_options(beam_size, alpha, extra_length))
+
+    def _ids_with_defaults(self, source_ids):
+        return self._translate_ids(checked_source_ids(source_ids, self._vocab_size), *self._defaults)
+
+    def _text_with_options(self, inputs, beam_size, alpha, extra_length):
+        return self._translate_text(checked_rank(inputs, "inputs"), *checked_options(beam_size, alpha, extra_length))
+
+    def _text_with_defaults(self, inputs):
+        return self._translate_text(checked_rank(inputs, "inputs"), *self._defaults)
 
     @property
     def model(self):

@@ -26,15 +26,22 @@ def define_decode_flags() -> None:
 
 
 def check_decode_flags() -> None:
-    """Exit with one line naming the flag when a decoding option is out of range."""
-    if FLAGS.beam_size is not None and FLAGS.beam_size < 1:
-        common.fail(f"--beam_size: must be >= 1, got {FLAGS.beam_size}")
-    if FLAGS.alpha is not None and FLAGS.alpha < 0:
-        common.fail(f"--alpha: must be >= 0, got {FLAGS.alpha}")
-    if FLAGS.extra_length is not None and FLAGS.extra_length < 0:
-        common.fail(f"--extra_length: must be >= 0, got {FLAGS.extra_length}")
+    """Exit with one line naming the flag when a decoding option breaks its rule (config.DECODE_OPTIONS, the
+    rules the exported signatures check in the graph)."""
+    for name in ("beam_size", "alpha", "extra_length"):
+        check_decode_option(name)
     if FLAGS.batch_size < 1:
         common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
+
+
+def check_decode_option(name: str) -> None:
+    """Exit naming --``name`` when the flag is set to a value config.DECODE_OPTIONS refuses (NaN, inf, < least)."""
+    from keras_transformer.config import decode_option_error
+
+    value = FLAGS[name].value
+    problem = None if value is None else decode_option_error(name, value)
+    if problem:
+        common.fail(f"--{name}: {problem}")
 
 
 def check_nbest(nbest: int, translator=None) -> None:
