@@ -10,8 +10,10 @@ resumes from it with the step counter and the optimizer's moments restored.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import time
 
 import keras
@@ -33,8 +35,17 @@ class CheckpointState:
         self.is_chief = is_chief
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
 
+    def restore(self, prefix: str) -> int:
+        """Restore the checkpoint at ``prefix``; returns its step."""
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        return checkpoint_step(prefix)
+
     def restore_latest(self) -> int:
-        """Restore the newest checkpoint if any; returns its step (0 when starting fresh)."""
+        """Restore the newest checkpoint the manager knows of, if any; returns its step (0 when starting fresh).
+
+        Training resumes through ``restore(checkpoints.resume_point(workdir).intact)`` instead, which walks
+        back past damaged checkpoints.
+        """
         path = self.manager.latest_checkpoint
         if path is None:
             return 0
@@ -42,7 +53,10 @@ class CheckpointState:
         return checkpoint_step(path)
 
     def save(self, step: int) -> str:
-        path = self.manager.save(checkpoint_number=step)
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as e:
+            raise checkpoint_write_error(os.path.join(self.manager.directory, f"ckpt-{step}"), e) from None
         if not self.is_chief:
             tf.io.gfile.rmtree(os.path.dirname(path))
         return path
@@ -53,11 +67,26 @@ class CheckpointState:
         Every worker writes (multi-worker saving is collective); the others' copies are removed.
         """
         if self.is_chief:
-            self.checkpoint.write(prefix)
+            try:
+                self.checkpoint.write(prefix)
+            except (tf.errors.OpError, OSError) as e:
+                raise checkpoint_write_error(prefix, e) from None
         else:
             scratch = os.path.join(os.path.dirname(prefix), f".worker_{id(self)}")
             self.checkpoint.write(os.path.join(scratch, "ckpt"))
             tf.io.gfile.rmtree(scratch)
+
+
+def checkpoint_write_error(prefix: str, error: Exception) -> OSError:
+    """The error for a checkpoint that could not be written (a full disk, a read-only directory): its path and
+    the reason. TensorFlow has removed the partial data file by then; its empty ``<prefix>_temp`` folder goes
+    too. The checkpoints written before stay intact, so the same command resumes once the cause is fixed."""
+    with contextlib.suppress(OSError):
+        os.rmdir(f"{prefix}_temp")
+    reason = getattr(error, "strerror", None) or re.sub(r"\{\{[^}]*\}\}|\s*\[Op:\w+\]", "", str(error))
+    reason = reason.strip().rsplit("; ", 1)[-1]
+    return OSError(f"{prefix}: could not write this checkpoint ({reason}); the checkpoints before it are intact, and "
+                   "the same command resumes from the newest of them once the cause is fixed")
 
 
 def checkpoint_step(path: str) -> int:

@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer import training
+from keras_transformer import checkpoint_health, training
 from keras_transformer.config import Recipe
 from keras_transformer.data import tokenizer as tokenizer_lib
 from keras_transformer.model import Transformer, build_model
@@ -83,8 +83,12 @@ class _TrainableVariables(tf.Module):
 
 
 def _restore(model: Transformer, path: str) -> None:
-    """Model weights from a checkpoint (training or averaged). Fails unless every weight is found with its shape."""
-    status = tf.train.Checkpoint(optimizer=_TrainableVariables(model)).read(path)  # read: no save_counter
+    """Model weights from a checkpoint (training or averaged). Fails unless every weight is found with its shape;
+    a damaged checkpoint is a ValueError naming it (and the newest intact one beside it)."""
+    try:
+        status = tf.train.Checkpoint(optimizer=_TrainableVariables(model)).read(path)  # read: no save_counter
+    except (tf.errors.OpError, IndexError) as e:
+        raise damaged_error(path, checkpoint_health.problem(path) or str(e).strip().splitlines()[0]) from None
     try:
         status.expect_partial().assert_existing_objects_matched()  # partial: the optimizer's slots stay unread
     except AssertionError as e:
@@ -161,24 +165,55 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
     return prefix
 
 
+def damaged_error(prefix: str, problem: str) -> ValueError:
+    """The error for a damaged checkpoint: what is wrong with it, and the newest intact one beside it."""
+    intact = checkpoint_health.walk_back(os.path.dirname(prefix) or ".").intact
+    hint = f"; the newest intact checkpoint beside it is {intact}" if intact and intact != prefix else ""
+    return ValueError(f"checkpoint {prefix} is damaged: {problem}{hint}")
+
+
 def resolve_checkpoint(workdir: Union[str, os.PathLike], checkpoint: str = "latest") -> str:
-    """"latest" (training), "averaged" (newest average), "best" (best kept by keep_best_by), or a prefix."""
+    """"latest" (training), "averaged" (newest average), "best" (best kept by keep_best_by), or a prefix.
+
+    The newest checkpoint is the newest one with any file: when its files are incomplete (no .index, a data
+    shard missing) this is a ValueError naming it and the newest intact one, never a silent step back.
+    """
     workdir = Path(workdir)
     if checkpoint == "best":
         found = best_checkpoints(workdir)
         if not found:
             raise FileNotFoundError(f"{workdir / BEST_DIR}: no best checkpoints on disk")
-        return found[0].path
-    if checkpoint in ("latest", "averaged"):
+        path = found[0].path
+    elif checkpoint in ("latest", "averaged"):
         directory = workdir / (CHECKPOINT_DIR if checkpoint == "latest" else AVERAGED_DIR)
-        found = list_checkpoints(directory)
-        if not found:
+        walk = checkpoint_health.walk_back(str(directory), read=False)  # the files only; reading is _restore's
+        if walk.damaged:
+            raise damaged_error(*walk.damaged[0])
+        if walk.intact is None:
             hint = " (run kt-average first)" if checkpoint == "averaged" else ""
             raise FileNotFoundError(f"{directory}: no ckpt-<step> checkpoints{hint}")
-        return found[-1].path
-    if not tf.io.gfile.exists(f"{checkpoint}.index"):
-        raise FileNotFoundError(f"{checkpoint}: no such checkpoint (expected {checkpoint}.index)")
-    return checkpoint
+        return walk.intact
+    else:
+        if not tf.io.gfile.exists(f"{checkpoint}.index"):
+            raise FileNotFoundError(f"{checkpoint}: no such checkpoint (expected {checkpoint}.index)")
+        path = checkpoint
+    problem = checkpoint_health.problem(path, read=False)
+    if problem:
+        raise damaged_error(path, problem)
+    return path
+
+
+def resume_point(workdir: Union[str, os.PathLike]) -> checkpoint_health.Walk:
+    """The checkpoint a training run in ``workdir`` resumes from: the newest that reads back whole, and the
+    damaged newer ones walked back past. A ValueError when there are checkpoints but none is intact (the
+    run is refused rather than silently started from scratch over them)."""
+    directory = Path(workdir) / CHECKPOINT_DIR
+    walk = checkpoint_health.walk_back(str(directory))
+    if walk.damaged and walk.intact is None:
+        found = "; ".join(f"{Path(prefix).name}: {problem}" for prefix, problem in walk.damaged)
+        raise ValueError(f"{directory}: no intact checkpoint to resume from ({found}); move the damaged ones away "
+                         "to train from scratch, or train in another --workdir")
+    return walk
 
 
 def find_tokenizer(workdir: Union[str, os.PathLike], recipe: Recipe, data_dir=None) -> tokenizer_lib.Tokenizer:

@@ -1,13 +1,14 @@
 """Training (§5): the model, Adam on Eq. 3, label smoothing, under a ``tf.distribute`` strategy.
 
-``train(recipe, workdir)`` is the whole job behind ``kt-train``: it writes the
-resolved recipe into the work directory, restores the latest checkpoint if
-there is one (so a killed run resumes where it was), and runs ``model.fit``
-until the optimizer has made ``recipe.train.train_steps`` updates.
+``train(recipe, workdir)`` is the whole job behind ``kt-train``: it takes the
+work directory's lock, writes the resolved recipe into it, restores the newest
+intact checkpoint if there is one (so a killed run resumes where it was), and
+runs ``model.fit`` until the optimizer has made ``recipe.train.train_steps`` updates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -99,24 +100,54 @@ def read_recipe(workdir: str) -> Recipe:
 
 
 def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy="mirrored", datasets=None,
-          verbose: Optional[int] = None) -> dict:
+          verbose: Optional[int] = None, train_epochs: Optional[int] = None) -> dict:
     """Train ``recipe`` into ``workdir``; resumable. Returns a summary dict (steps, losses, timing).
 
     ``strategy`` is a name for ``make_strategy`` or a ``tf.distribute.Strategy``.
     ``datasets`` = (train, validation) may be given directly (tests); by default
     they are built from the recipe's corpus with ``keras_transformer.data``.
-    """
-    from keras_transformer import checkpoints
+    ``train_epochs``: train that many passes over the corpus instead of ``recipe.train.train_steps``.
 
-    t = recipe.train
+    The run owns ``workdir`` while it lives (``workdir_lock``: a second run exits with a ValueError naming
+    the owner). A run the work directory cannot take (another model shape or tokenizer, every checkpoint
+    damaged) is refused with a ValueError before anything in it is written. Resuming starts from the
+    newest checkpoint that reads back whole; damaged newer ones are named and moved to
+    ``checkpoints/damaged/``, never deleted.
+    """
+    from keras_transformer import workdir_lock
+
     if isinstance(strategy, str):
         strategy = make_strategy(strategy)
-    is_chief, task_id = _is_chief(strategy)
-    if t.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    is_chief, _ = _is_chief(strategy)
+    if recipe.train.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
+    if not is_chief:  # every worker of a multi-worker run shares the chief's work directory; the chief owns it
+        return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+    try:
+        with workdir_lock.hold(workdir):
+            return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+    except workdir_lock.WorkdirBusy as e:
+        raise ValueError(f"workdir: {e}") from None
+
+
+def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.distribute.Strategy, datasets,
+           verbose: Optional[int], train_epochs: Optional[int]) -> dict:
+    from keras_transformer import checkpoint_health, checkpoints
+
+    is_chief, task_id = _is_chief(strategy)
     fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir)
+    resume = checkpoints.resume_point(workdir) if is_chief else None  # refuses when every checkpoint is damaged
+    if train_epochs is not None:
+        steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
+        recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
+    t = recipe.train
     if is_chief:
         write_recipe(recipe, workdir)
+        checkpoint_dir = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+        for prefix, problem in resume.damaged:
+            kept = checkpoint_health.set_aside(prefix, checkpoint_dir)
+            print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
+                  f"{resume.intact}", file=sys.stderr, flush=True)
     if is_chief and verbose != 0:
         print(f"resolved recipe (also in {os.path.join(workdir, RECIPE_FILE)}):\n{recipe.to_json()}", flush=True)
     keras.utils.set_random_seed(t.seed)
@@ -143,9 +174,9 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     model = compile_model(recipe, strategy, plan.accumulation)
     state = kt_callbacks.CheckpointState(model, os.path.join(workdir, "checkpoints"), t.keep_checkpoints, is_chief,
                                          task_id)
-    start_step = state.restore_latest()
+    start_step = (state.restore(resume.intact) if resume.intact else 0) if is_chief else state.restore_latest()
     if start_step:
-        logging.info("Resumed from step %d (%s)", start_step, state.manager.latest_checkpoint)
+        logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:
         checkpoints.initial_weights(t.init_from, model, recipe)
     if start_step >= t.train_steps:

@@ -190,12 +190,22 @@ def load_recipe(name: str):
 
 
 def fail_with(error: Exception, flag_values=FLAGS) -> None:
-    """Exit with a config/data error; "field: ..." messages become "--field: ..." when that flag exists."""
-    message = str(error)
+    """Exit with a config/data error; "field: ..." messages become "--field: ..." when that flag exists.
+
+    An OSError from the system (a full disk, a read-only directory) becomes "path: reason".
+    """
+    message = describe_os_error(error) if isinstance(error, OSError) else str(error)
     name = message.split(":", 1)[0]
     if name.isidentifier() and name in flag_values:
         message = f"--{message}"
     fail(message)
+
+
+def describe_os_error(error: OSError) -> str:
+    """One line for an OSError: "path: reason" when the system names a file, else its message."""
+    if error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return " ".join(str(error).split())
 
 
 def fail(message: str) -> None:

@@ -37,7 +37,7 @@ def main(argv):
 
     try:
         run_pipeline(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
 
 

@@ -11,8 +11,6 @@ checkpoint in --workdir. TensorBoard: ``tensorboard --logdir=WORKDIR/tensorboard
 
 from __future__ import annotations
 
-import dataclasses
-
 from absl import flags, logging
 
 from keras_transformer.cli import common
@@ -38,11 +36,8 @@ def main(argv):
     try:
         tfds_corpus = recipe.data.corpus in corpora.TFDS_NAMES  # TFDS keeps its own data directory
         data_dir = FLAGS.data_dir if tfds_corpus else corpora.resolve_data_dir(FLAGS.data_dir)
-        if FLAGS.train_epochs is not None:
-            steps = training.steps_for_epochs(recipe, FLAGS.workdir, data_dir, FLAGS.train_epochs)
-            recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
-        summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy)
-    except (ValueError, FileNotFoundError) as e:
+        summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy, train_epochs=FLAGS.train_epochs)
+    except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
     logging.info("Trained to step %d", summary["steps"])
     print(f"trained {recipe.name} to step {summary['steps']} in {FLAGS.workdir}")
