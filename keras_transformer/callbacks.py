@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 
 import keras
 import tensorflow as tf
+
+from keras_transformer import checkpoint_health
 
 
 def optimizer_step(optimizer) -> int:
@@ -83,10 +84,8 @@ def checkpoint_write_error(prefix: str, error: Exception) -> OSError:
     too. The checkpoints written before stay intact, so the same command resumes once the cause is fixed."""
     with contextlib.suppress(OSError):
         os.rmdir(f"{prefix}_temp")
-    reason = getattr(error, "strerror", None) or re.sub(r"\{\{[^}]*\}\}|\s*\[Op:\w+\]", "", str(error))
-    reason = reason.strip().rsplit("; ", 1)[-1]
-    return OSError(f"{prefix}: could not write this checkpoint ({reason}); the checkpoints before it are intact, and "
-                   "the same command resumes from the newest of them once the cause is fixed")
+    return OSError(f"{prefix}: could not write this checkpoint ({checkpoint_health.reason(error)}); the checkpoints "
+                   "before it are intact, and the same command resumes from the newest of them once the cause is fixed")
 
 
 def checkpoint_step(path: str) -> int:

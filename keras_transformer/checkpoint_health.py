@@ -8,6 +8,7 @@ without its data (or the reverse), a data shard shorter than its index says, byt
     problem(prefix, read=True) -> None if the checkpoint reads back whole, else why not (one phrase)
     walk_back(directory) -> Walk(intact prefix or None, [(damaged prefix, problem)], newest first)
     set_aside(prefix, directory) -> the folder under <directory>/damaged/ its files were moved to
+    reason(error) -> why a write failed, in a few words ("No space left on device")
 
 ``read=True`` reads every tensor back, so a short or corrupt shard is found before a run relies on it (one
 extra read of the newest checkpoint when training resumes); ``read=False`` only checks that the files exist.
@@ -83,6 +84,15 @@ def walk_back(directory: str, read: bool = True) -> Walk:
             return Walk(prefix, damaged)
         damaged.append((prefix, found))
     return Walk(None, damaged)
+
+
+def reason(error: Exception) -> str:
+    """Why a write failed, in a few words: an OSError's strerror ("No space left on device"), or a TensorFlow
+    error's message without its graph decorations."""
+    if getattr(error, "strerror", None):
+        return error.strerror
+    message = re.sub(r"\{\{[^}]*\}\}|\s*\[Op:\w+\]", "", " ".join(str(error).split())).strip()
+    return message.rsplit("; ", 1)[-1]
 
 
 def set_aside(prefix: str, directory: str) -> str:

@@ -335,7 +335,9 @@ def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, reci
     if is_saved_model:
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the text signatures)
 
-        values = tf.saved_model.load(str(source)).model_variables  # export.Translator: a Transformer's .variables
+        from keras_transformer import export
+
+        values = export.load_saved_model(source).model_variables  # export.Translator: a Transformer's .variables
         exported = build_model(recipe.model)
         if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in exported.variables]:
             raise ValueError(f"--init_from: {source}'s {len(values)} variables do not match this model's")

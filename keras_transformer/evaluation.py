@@ -78,6 +78,11 @@ def format_scores(scores: Dict) -> List[str]:
 def read_text(path: Union[str, os.PathLike]) -> List[str]:
     """Lines of a plain or .gz UTF-8 file (a trailing newline does not add an empty line)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a text file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    return corpora.read_lines(path)
+    try:
+        return corpora.read_lines(path)
+    except OSError as e:  # e.g. permission denied
+        raise ValueError(f"{path}: {e.strerror or e}") from None

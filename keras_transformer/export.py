@@ -2,6 +2,7 @@
 
     Translator(model, tokenizer, recipe)   the module; also used directly for checkpoint inference
     export(model, tokenizer, recipe, export_dir, with_text=True, info=None) -> export_dir
+    load_saved_model(export_dir) -> the loaded SavedModel (a damaged one: a ValueError naming it)
     load_exported(export_dir) -> (model, recipe, tokenizer)   the Keras model back from an export
 
 Signatures (TF signatures cannot have optional inputs, so the decoding
@@ -213,7 +214,16 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
     """Write the translator SavedModel (see the module docstring) to ``export_dir``; returns it.
 
     ``info`` (e.g. {"checkpoint": path}) is added to ``assets/export.json``.
+
+    ``export_dir`` must not exist or be an empty directory (FileExistsError otherwise: an export is never
+    written over another). The SavedModel is written whole or not at all: into a hidden folder beside
+    ``export_dir``, renamed into place at the end; a failure (a full disk, a read-only directory) is an
+    OSError naming ``export_dir`` and leaves nothing there.
     """
+    export_dir = str(export_dir)
+    if os.path.exists(export_dir) and not (os.path.isdir(export_dir) and not os.listdir(export_dir)):
+        raise FileExistsError(f"{export_dir}: exists and is not an empty directory; an export is never written over "
+                              "another (remove it or choose another)")
     translator = Translator(model, tokenizer, recipe, with_text=with_text)
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
                        decode=dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha,
@@ -221,17 +231,49 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
                        signatures=list(translator.signatures()),
                        truncation="sources longer than max_source_length tokens (EOS included) keep their first "
                                   "max_source_length - 1 subwords, then EOS")
-    with tempfile.TemporaryDirectory() as staging:
-        info_path = os.path.join(staging, EXPORT_INFO)
-        with open(info_path, "w") as f:
-            json.dump(description, f, indent=2, sort_keys=True)
-        translator.export_info = tf.saved_model.Asset(info_path)
-        if with_text:
-            spm_path = os.path.join(staging, os.path.basename(tokenizer.model_path))
-            shutil.copyfile(tokenizer.model_path, spm_path)
-            translator.tokenizer_model = tf.saved_model.Asset(spm_path)
-        tf.saved_model.save(translator, str(export_dir), signatures=translator.signatures())
-    return str(export_dir)
+    parent = os.path.dirname(os.path.abspath(export_dir))
+    partial = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        partial = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(export_dir))}.partial-", dir=parent)
+        with tempfile.TemporaryDirectory() as staging:
+            info_path = os.path.join(staging, EXPORT_INFO)
+            with open(info_path, "w") as f:
+                json.dump(description, f, indent=2, sort_keys=True)
+            translator.export_info = tf.saved_model.Asset(info_path)
+            if with_text:
+                spm_path = os.path.join(staging, os.path.basename(tokenizer.model_path))
+                shutil.copyfile(tokenizer.model_path, spm_path)
+                translator.tokenizer_model = tf.saved_model.Asset(spm_path)
+            tf.saved_model.save(translator, partial, signatures=translator.signatures())
+        if os.path.isdir(export_dir):
+            os.rmdir(export_dir)  # empty (checked above)
+        os.replace(partial, export_dir)
+    except (tf.errors.OpError, OSError) as e:
+        if partial is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+        from keras_transformer.checkpoint_health import reason
+
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        raise OSError(f"{export_dir}: could not write the SavedModel ({reason(e)}{where}); nothing was left "
+                      "there") from None
+    return export_dir
+
+
+def load_saved_model(export_dir):
+    """``tf.saved_model.load``; a damaged SavedModel (a file cut short, removed or corrupt) is a ValueError naming
+    the directory and what is wrong with it, not a reader's traceback."""
+    try:
+        return tf.saved_model.load(str(export_dir))
+    except (tf.errors.OpError, IndexError, OSError) as e:
+        from keras_transformer import checkpoint_health
+
+        if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+            raise FileNotFoundError(f"{export_dir}: no saved_model.pb; not a SavedModel") from None
+        variables = os.path.join(str(export_dir), "variables", "variables")
+        problem = checkpoint_health.problem(variables)
+        reason = f"in variables/, {problem}" if problem else " ".join(str(e).split("\n")[0].split())
+        raise ValueError(f"{export_dir} is a damaged SavedModel: {reason}; export it again (kt-export)") from None
 
 
 def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
@@ -251,7 +293,7 @@ def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
     tokenizers = sorted(glob.glob(os.path.join(export_dir, "assets", "*.model")))
     if not tokenizers:
         raise FileNotFoundError(f"{export_dir}/assets: no SentencePiece model (exported with --ids_only?)")
-    loaded = tf.saved_model.load(str(export_dir))
+    loaded = load_saved_model(export_dir)
     model = build_model(recipe.model)
     saved = list(loaded.model_variables)
     if len(saved) != len(model.variables):

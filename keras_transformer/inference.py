@@ -21,7 +21,9 @@ gives the same number for a translation it is handed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
@@ -56,10 +58,14 @@ def load_translator(model_arg, checkpoint: str = "latest", data_dir=None) -> Loa
             raise ValueError(f"--checkpoint: {path} is an exported SavedModel; checkpoints apply to work directories")
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the text signatures use)
 
-        loaded = tf.saved_model.load(str(path))
+        loaded = export.load_saved_model(path)
         if "translate_with_options" not in loaded.signatures:
             raise ValueError(f"--model: {path} has no text signature (exported with --ids_only?)")
-        info = json.loads(Path(path, "assets", export.EXPORT_INFO).read_text())
+        try:
+            info = json.loads(Path(path, "assets", export.EXPORT_INFO).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}/assets/{export.EXPORT_INFO}: unreadable ({e.strerror or e}); not a complete "
+                             "kt-export SavedModel") from None
         decode = info["decode"]
         signature = loaded.signatures["translate_with_options"]
 
@@ -178,22 +184,59 @@ def format_scored(translations: Sequence[str], scores: Sequence[float]) -> List[
     return [f"{float(score):.6f}\t{text}" for text, score in zip(translations, scores)]
 
 
+def check_output(path) -> None:
+    """Raise ValueError when ``path`` ('-': stdout) cannot take output: stdout closed, a directory, a parent that is
+    a file. Called before the work whose result goes there, so that no translation is done for nothing."""
+    if str(path) == "-":
+        if sys.stdout is None:
+            raise ValueError("stdout is closed; give a file with --output=FILE")
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give a file name")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ValueError(f"{path}: {parent} is not a directory")
+
+
 def write_lines(path, lines: Sequence[str]) -> None:
-    """One line each, UTF-8, final newline; '-' is stdout."""
+    """One line each, UTF-8, final newline; '-' is stdout.
+
+    A file is written whole or not at all: into ``<path>.partial-<pid>`` beside it, then renamed over ``path``,
+    so a full disk or a kill never leaves half an output or destroys an older file of that name. OSError
+    (naming the file) when it cannot be written.
+    """
     text = "".join(f"{line}\n" for line in lines)
     if str(path) == "-":
+        check_output(path)
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise OSError(e.errno, e.strerror, str(path)) from None  # named by the file asked for, not the partial one
 
 
 def read_input(path) -> List[str]:
-    """Lines of a plain/.gz file, or of stdin for '-'."""
+    """Lines of a plain/.gz file, or of stdin for '-'. ValueError (naming stdin or the file, and the line) when
+    stdin is closed or the text cannot be read."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read().decode("utf-8")
+        if sys.stdin is None:
+            raise ValueError("stdin is closed; give a file with --input=FILE")
+        raw = sys.stdin.buffer.read()
+        try:
+            data = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise ValueError(f"stdin: invalid UTF-8 on line {line} (byte {e.start})") from None
         lines = data.split("\n")
         if lines and lines[-1] == "":
             lines.pop()

@@ -141,13 +141,6 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
         recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
     t = recipe.train
-    if is_chief:
-        write_recipe(recipe, workdir)
-        checkpoint_dir = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
-        for prefix, problem in resume.damaged:
-            kept = checkpoint_health.set_aside(prefix, checkpoint_dir)
-            print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
-                  f"{resume.intact}", file=sys.stderr, flush=True)
     if is_chief and verbose != 0:
         print(f"resolved recipe (also in {os.path.join(workdir, RECIPE_FILE)}):\n{recipe.to_json()}", flush=True)
     keras.utils.set_random_seed(t.seed)
@@ -166,6 +159,13 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     else:
         train_ds, eval_ds = datasets
         tok = None
+    if is_chief:  # the corpus has passed its check: from here on the run writes into the work directory
+        write_recipe(recipe, workdir)
+        checkpoint_dir = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+        for prefix, problem in resume.damaged:
+            kept = checkpoint_health.set_aside(prefix, checkpoint_dir)
+            print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
+                  f"{resume.intact}", file=sys.stderr, flush=True)
     if t.eval_batches and eval_ds is not None:
         eval_ds = eval_ds.take(t.eval_batches)
     if eval_ds is not None:

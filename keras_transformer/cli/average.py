@@ -21,6 +21,23 @@ flags.DEFINE_bool("best", False, "Average the best checkpoints kept by kt-train 
 FLAGS = flags.FLAGS
 
 
+def _check_num(num: int) -> None:
+    """Exit naming --num when the work directory holds fewer checkpoints (of the kind --best picks) than asked for."""
+    from pathlib import Path
+
+    from keras_transformer import checkpoints
+
+    if FLAGS.best:
+        found, where = checkpoints.best_checkpoints(FLAGS.model), Path(FLAGS.model) / checkpoints.BEST_DIR
+    else:
+        where = Path(FLAGS.model) / checkpoints.CHECKPOINT_DIR
+        found = checkpoints.list_checkpoints(where)
+    if found and num > len(found):
+        steps = ", ".join(str(c.step) for c in sorted(found))
+        common.fail(f"--num: {num} checkpoints asked for, but {where} holds {len(found)} (steps {steps}); give "
+                    f"--num={len(found)} or fewer")
+
+
 def main(argv):
     del argv
     if not FLAGS.model:
@@ -31,9 +48,13 @@ def main(argv):
 
     try:
         num = FLAGS.num or training.read_recipe(FLAGS.model).decode.average_checkpoints
+        if FLAGS.num is not None:  # asked for explicitly: fewer there is an error, not a smaller average
+            _check_num(FLAGS.num)
         path = checkpoints.average_checkpoints(FLAGS.model, num, FLAGS.output_dir, best=FLAGS.best)
     except (ValueError, FileNotFoundError) as e:
         common.fail(f"--model: {e}")
+    except OSError as e:  # a full disk, a read-only --output_dir
+        common.fail(f"--output_dir: {common.describe_os_error(e)}")
     with open(f"{path}.json") as f:
         steps = json.load(f)["steps"]
     print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {path}")

@@ -225,3 +225,25 @@ def read_text_flag(flag: str):
         return evaluation.read_text(path)
     except (ValueError, FileNotFoundError) as e:
         fail(f"--{flag}: {e}")
+
+
+def check_output_flag(flag: str) -> None:
+    """Exit naming --flag when its path cannot take output (stdout closed, a directory): checked before the work."""
+    from keras_transformer import inference
+
+    path = getattr(FLAGS, flag)
+    try:
+        if path:
+            inference.check_output(path)
+    except ValueError as e:
+        fail(f"--{flag}: {e}")
+
+
+def write_output_flag(flag: str, lines) -> None:
+    """Write lines to the file (or '-': stdout) --flag names, whole or not at all, or exit naming the flag."""
+    from keras_transformer import inference
+
+    try:
+        inference.write_lines(getattr(FLAGS, flag), lines)
+    except (OSError, ValueError) as e:  # a full disk, a read-only directory, stdout closed
+        fail(f"--{flag}: {describe_os_error(e) if isinstance(e, OSError) else e}")

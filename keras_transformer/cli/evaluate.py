@@ -55,8 +55,9 @@ def main(argv):
     decode_flags.check_decode_flags()
     if FLAGS.split:
         _split_files()
-    from keras_transformer import evaluation, inference
+    from keras_transformer import evaluation
 
+    common.check_output_flag("hypotheses")
     references = common.read_text_flag("reference")
     extra = {}
     if FLAGS.hypothesis_file:
@@ -72,7 +73,7 @@ def main(argv):
         hypotheses, _ = decode_flags.translate(translator, sources)
         extra = dict(model=translator.description, seconds=round(time.time() - start, 2))
         if FLAGS.hypotheses:
-            inference.write_lines(FLAGS.hypotheses, hypotheses)
+            common.write_output_flag("hypotheses", hypotheses)
     try:
         scores = evaluation.score(hypotheses, references, lowercase_tokenized=FLAGS.tokenized_bleu)
     except ValueError as e:

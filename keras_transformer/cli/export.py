@@ -59,6 +59,10 @@ def _check_flags() -> None:
             common.fail("--quantization: applies to --format=ctranslate2 only")
         if os.path.exists(os.path.join(FLAGS.export_dir, "saved_model.pb")):
             common.fail(f"--export_dir: {FLAGS.export_dir} already holds a SavedModel; remove it or choose another")
+        if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir)
+                                                     and not os.listdir(FLAGS.export_dir)):
+            common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory; remove it or "
+                        "choose another")
 
 
 def _source_info(model_arg: str, checkpoint: str) -> dict:
@@ -93,7 +97,10 @@ def main(argv):
         ctranslate2_convert.convert(model, tok, recipe, FLAGS.export_dir, quantization, info=info)
         what = f"a CTranslate2 model ({quantization})"
     else:
-        export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info)
+        try:
+            export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info)
+        except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
+            common.fail(f"--export_dir: {common.describe_os_error(e)}")
         what = "a SavedModel"
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(FLAGS.export_dir) for f in files)
     print(f"exported {info.get('checkpoint', FLAGS.model)} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")

@@ -11,6 +11,8 @@ directory's last checkpoint.
 
 from __future__ import annotations
 
+import os
+
 from absl import flags
 
 from keras_transformer.cli import common
@@ -33,6 +35,9 @@ def main(argv):
     if data.corpus == "text" and not data.test_prefix and not data.test_split.startswith("newstest"):
         common.fail(f"--test_prefix: required with corpus text to evaluate on --test_split={data.test_split} "
                     "(or give --test_split=newstest2014)")
+    if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir) and not os.listdir(FLAGS.export_dir)):
+        common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory (an export is never "
+                    "written over another); remove it or choose another")
     from keras_transformer.pipeline import run_pipeline
 
     try:

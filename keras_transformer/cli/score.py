@@ -41,11 +41,12 @@ def main(argv):
         common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
     if not FLAGS.model:
         common.fail("--model: required (a SavedModel directory or a training work directory)")
+    common.check_output_flag("output")
     sources, targets = common.read_text_flag("source"), common.read_text_flag("target")
     if len(sources) != len(targets):
         common.fail(f"--source/--target: {FLAGS.source} has {len(sources)} lines, {FLAGS.target} has "
                     f"{len(targets)}; they must be aligned")
-    from keras_transformer import checkpoints, inference, scoring
+    from keras_transformer import checkpoints, scoring
 
     try:
         model, recipe, tokenizer = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
@@ -56,7 +57,7 @@ def main(argv):
         result = scoring.score_lines(model, recipe, tokenizer, sources, targets, FLAGS.alpha, FLAGS.batch_size)
     except ValueError as e:
         common.fail(f"--target: {FLAGS.target}: {e}")
-    inference.write_lines(FLAGS.output, scoring.format_scores(result, FLAGS.json))
+    common.write_output_flag("output", scoring.format_scores(result, FLAGS.json))
     seconds = time.time() - start
     tokens = int(result.lengths.sum())
     print(f"scored {len(targets)} pairs ({tokens} target tokens, {float(result.log_probs.sum()) / max(tokens, 1):.4f}"

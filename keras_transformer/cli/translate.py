@@ -41,6 +41,7 @@ def main(argv):
     decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
 
+    common.check_output_flag("output")  # before any work whose result could not be written
     try:
         lines = inference.read_input(FLAGS.input)
     except (ValueError, FileNotFoundError) as e:
@@ -53,7 +54,7 @@ def main(argv):
     else:
         translations, scores = decode_flags.translate(translator, lines)
         output = inference.format_scored(translations, scores) if FLAGS.with_scores else translations
-    inference.write_lines(FLAGS.output, output)
+    common.write_output_flag("output", output)
     seconds = time.time() - start
     print(f"translated {len(lines)} lines in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) with "
           f"{translator.description}", file=sys.stderr)

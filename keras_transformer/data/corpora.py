@@ -36,6 +36,7 @@ import os
 import random
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
@@ -101,7 +102,10 @@ def read_lines(path: Path) -> List[str]:
     """One sentence per line, UTF-8, plain or gzip. Splits on '\\n' only (not on U+2028 etc.)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        data = f.read()
+        try:
+            data = f.read()
+        except (OSError, EOFError, zlib.error) as e:  # a damaged or cut-short gzip stream
+            raise validation.unreadable(path, e) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -53,7 +53,7 @@ def _sentences(text: Union[Iterable[str], Iterable[os.PathLike]]) -> Iterator[st
     for item in text:
         if isinstance(item, os.PathLike):
             with validation.open_binary(Path(item)) as f:
-                for raw in f:
+                for raw in validation.iter_lines(Path(item), f):
                     line = raw.rstrip(b"\n")
                     line = (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
                     if line.strip():

@@ -34,6 +34,7 @@ import math
 import os
 import random
 import time
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -75,14 +76,32 @@ def open_binary(path: Path) -> BinaryIO:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb", buffering=1 << 20)
 
 
+def unreadable(path: Path, error: Exception, lines_read: Optional[int] = None) -> ValueError:
+    """The error for a file that cannot be read to its end: a damaged or cut-short gzip stream, an I/O error."""
+    what = "damaged gzip data" if Path(path).suffix == ".gz" else "a read error"
+    where = "" if lines_read is None else f" after line {lines_read}"
+    return ValueError(f"{path}: {what}{where} ({' '.join(str(error).split()) or type(error).__name__})")
+
+
+def iter_lines(path: Path, f: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``f``, opened from ``path``; one that cannot be read is :func:`unreadable`'s ValueError."""
+    n = 0
+    try:
+        for n, line in enumerate(f, 1):
+            yield line
+    except (OSError, EOFError, zlib.error) as e:  # gzip: BadGzipFile (an OSError), EOFError, zlib.error
+        raise unreadable(path, e, n) from None
+
+
 def aligned_lines(source: Path, target: Path) -> Iterator[Tuple[int, bytes, bytes]]:
     """(line number from 1, source line, target line), without the '\\n'; checks as it goes.
 
-    Raises ValueError on invalid UTF-8 (file and line) and, at the end, when the
+    Raises ValueError on invalid UTF-8 (file and line), on a file that cannot be read
+    to its end (a damaged gzip stream: file and the last line read) and, at the end, when the
     line counts differ (both files and counts).
     """
     with open_binary(source) as fs, open_binary(target) as ft:
-        for n, (x, y) in enumerate(itertools.zip_longest(fs, ft), 1):
+        for n, (x, y) in enumerate(itertools.zip_longest(iter_lines(source, fs), iter_lines(target, ft)), 1):
             if x is None or y is None:  # one file ended first: count both (only on this error path)
                 raise ValueError(f"line counts differ: {source} has {_count_lines(source)} lines, "
                                  f"{target} has {_count_lines(target)}")
@@ -104,7 +123,7 @@ def _raise_invalid(lines, n: int) -> None:
 
 def _count_lines(path: Path) -> int:
     with open_binary(path) as f:
-        return sum(1 for _ in f)
+        return sum(1 for _ in iter_lines(path, f))
 
 
 def _scan(shards: Sequence[Shard], sample_pairs: int, seed: int):
