@@ -1,0 +1,68 @@
+"""bench/bench_engines.py at its smallest settings: every system it can run here gives a row with figures, a
+missing peer package is a skipped row with its reason, and the JSON line holds every figure.
+
+The shipped model serves twice, exported afresh and as it is (--baseline_saved_model): same weights, so the
+same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped, not failed.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer.data import corpora
+from tests.conftest import REPO_ROOT
+
+SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
+SYSTEMS = ("saved_model", "ctranslate2_float32", "hf")
+HAS = {"hf": all(importlib.util.find_spec(p) for p in ("torch", "transformers")),
+       "ctranslate2_float32": all(importlib.util.find_spec(p) for p in ("ctranslate2",
+                                                                          "keras_transformer.engines.ctranslate2_convert"))}
+
+
+@pytest.fixture(scope="module")
+def result():
+    if not (corpora.resolve_data_dir() / corpora.MULTI30K_DIR / "test_2016_flickr.en.gz").is_file():
+        pytest.skip("Multi30k test_2016_flickr not found (set KT_DATA_DIR)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(
+        [sys.executable, "bench/bench_engines.py", "--num_sentences=3", "--batch_sizes=2", "--rounds=1", "--pause=0",
+         f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED}"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert any(line.startswith("| ") for line in lines), proc.stdout
+    return json.loads(lines[-1]), proc.stdout
+
+
+def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
+    payload, stdout = result
+    assert payload["bench"] == "engines" and payload["num_sentences"] == 3 and payload["rounds"] == 1
+    assert (payload["beam_size"], payload["alpha"], payload["extra_length"]) == (4, 0.6, 50)
+    assert {"date", "cpu_count", "threads", "inter_threads", "versions", "skipped", "results"} <= set(payload)
+    rows = {r["system"]: r for r in payload["results"]}
+    for system in ("saved_model", "baseline"):
+        assert system in rows
+    for system, installed in HAS.items():
+        if installed:
+            assert system in rows, payload["skipped"].get(system)
+        else:
+            assert f"skipped {system}:" in stdout and system in payload["skipped"]
+    for row in rows.values():
+        assert row["batch_size"] == 2 and row["sentences"] == 3 and row["sentences_per_s"] > 0
+        assert len(row["round_seconds"]) == 1 and 0 <= row["bleu"] <= 100 and row["same_output_every_round"]
+        assert 0 <= row["identical_vs_saved_model"] <= 3
+        assert ("ratio_vs_hf" in row) == ("hf" in rows)
+        assert ("ratio_vs_ctranslate2_float32" in row) == ("ctranslate2_float32" in rows)
+
+
+def test_same_weights_same_translations(result):
+    rows = {r["system"]: r for r in result[0]["results"]}
+    assert rows["saved_model"]["identical_vs_saved_model"] == 3
+    assert rows["baseline"]["identical_vs_saved_model"] == 3  # the shipped export, loaded as it is
+    for reference in ("hf", "ctranslate2_float32"):
+        if reference in rows:
+            assert rows[reference][f"ratio_vs_{reference}"] == 1.0
