@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import List, Optional, Sequence
 
 from keras_transformer import checkpoints, evaluation, export, inference, training
 from keras_transformer.config import Recipe
@@ -22,12 +23,40 @@ SAMPLE_SENTENCES = (
     "A woman with a red umbrella walks down the street.",
 )
 METADATA_FILE = "metadata.json"
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "saved_models"  # the repository's committed exports
+
+
+def shipped_results(recipe: Recipe, export_dir: str, shipped_dir: Path = SHIPPED_DIR) -> List[dict]:
+    """The metadata of every committed export scored on this recipe's test set, with the command that made it.
+
+    Same corpus, languages and test split; ``export_dir`` itself and exports without a recorded
+    ``command`` are left out. A newcomer's short run is shown next to what the full recipe reaches.
+    """
+    data = recipe.data
+    wanted = (data.corpus, data.source_lang, data.target_lang, data.test_split)
+    found = []
+    for path in sorted(shipped_dir.glob(f"*/{METADATA_FILE}")):
+        if path.parent.resolve() == Path(export_dir).resolve():
+            continue
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            shipped = meta["recipe_config"]["data"]
+            key = (shipped["corpus"], shipped["source_lang"], shipped["target_lang"], meta["test_split"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not one of ours, or written before metadata recorded these
+        if key == wanted and meta.get("command"):
+            found.append(dict(meta, export_dir=str(path.parent)))
+    return found
 
 
 def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
                  strategy: str = "mirrored", eval_sentences: Optional[int] = None,
-                 samples: Sequence[str] = SAMPLE_SENTENCES, log=print) -> dict:
-    """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured."""
+                 samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
+    """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured.
+
+    ``command`` (the command line that ran it) is recorded in the metadata, so a later run on the same test set
+    can print how to reproduce this one.
+    """
     data_dir = str(corpora.resolve_data_dir(data_dir))
     start = time.time()
     summary = training.train(recipe, workdir, data_dir, strategy)
@@ -53,6 +82,9 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
     log(f"[3/5] {recipe.data.test_split} ({len(sources)} sentences, {decode_seconds:.0f} s): "
         f"BLEU {cased['bleu']:.2f}  chrF {cased['chrf']:.2f}  ({cased['signature']}); "
         f"tokenized lower-cased BLEU {tokenized['bleu']:.2f}")
+    for shipped in shipped_results(recipe, export_dir):
+        log(f"      shipped {shipped['export_dir']} ({shipped['recipe']}, {shipped['train_seconds'] / 60:.0f} min of "
+            f"training): BLEU {shipped['bleu']:.2f}  chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
 
     model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
     export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": averaged})
@@ -66,6 +98,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
 
     metadata = {
         "recipe": recipe.name,
+        **({"command": command} if command else {}),
         "step": summary["steps"],
         "train_seconds": round(train_seconds, 1),
         "stopped_by_time": summary.get("stopped_by_time", False),

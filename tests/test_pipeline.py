@@ -25,3 +25,31 @@ def test_kt_pipeline_end_to_end(tmp_path):
     assert metadata["signature"].startswith("nrefs:1|case:mixed") and "tok:13a" in metadata["signature"]
     assert (export_dir / "saved_model.pb").is_file()
     assert len(metadata["samples"]) == 3
+    assert metadata["command"].startswith("kt-pipeline --recipe=tiny --train_steps=40")
+    # The tiny run scores test_2016_flickr, so the shipped Multi30k model is printed beside it with its command.
+    assert ("shipped " in out.stdout and "BLEU 38.62" in out.stdout
+            and "reproduce: kt-pipeline --recipe=multi30k --workdir=runs/multi30k" in out.stdout), out.stdout
+
+
+def _write_metadata(directory, **fields):
+    directory.mkdir(parents=True)
+    (directory / "metadata.json").write_text(json.dumps(fields))
+
+
+def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp_path):
+    import recipes
+    from keras_transformer.pipeline import shipped_results
+
+    data = {"corpus": "multi30k", "source_lang": "en", "target_lang": "de"}
+    _write_metadata(tmp_path / "a", test_split="test_2016_flickr", command="kt-pipeline --recipe=multi30k",
+                    recipe_config={"data": data})
+    _write_metadata(tmp_path / "b", test_split="test_2016_flickr", recipe_config={"data": data})  # no command
+    _write_metadata(tmp_path / "c", test_split="test_2017_flickr", command="x", recipe_config={"data": data})
+    _write_metadata(tmp_path / "d", test_split="test_2016_flickr", command="x",
+                    recipe_config={"data": dict(data, source_lang="de", target_lang="en")})
+    _write_metadata(tmp_path / "e", test_split="test_2016_flickr", command="x")  # no recipe_config
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "metadata.json").write_text("{not json")
+    _write_metadata(tmp_path / "self", test_split="test_2016_flickr", command="x", recipe_config={"data": data})
+    found = shipped_results(recipes.get("multi30k"), str(tmp_path / "self"), shipped_dir=tmp_path)
+    assert [m["export_dir"] for m in found] == [str(tmp_path / "a")]

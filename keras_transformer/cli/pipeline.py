@@ -12,6 +12,8 @@ directory's last checkpoint.
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 
 from absl import flags
 
@@ -41,7 +43,8 @@ def main(argv):
     from keras_transformer.pipeline import run_pipeline
 
     try:
-        run_pipeline(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences)
+        run_pipeline(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences,
+                     command=shlex.join(["kt-pipeline", *sys.argv[1:]]))
     except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
 
