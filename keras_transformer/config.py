@@ -79,7 +79,7 @@ class ModelConfig:
 class DataConfig:
     """Corpora, tokenizer and batching (§5.1)."""
 
-    corpus: str = "multi30k"  # "multi30k", "wmt14", "wmt_t2t", or "text" (local files)
+    corpus: str = "multi30k"  # "multi30k", "wmt14", "wmt_t2t", "text" (local files), or "ptb" (parsing, §6.3)
     source_lang: str = "en"
     target_lang: str = "de"
     train_split: str = "train"
@@ -101,13 +101,17 @@ class DataConfig:
     shuffle_buffer: int = 20000
     seed: int = 1
     tokenizer_sample_lines: int = 2_000_000  # lines of training text sampled for SentencePiece
+    # corpus="ptb": a directory of .mrg trees or a zip of them, relative paths in the data directory;
+    # None -> the WSJ sample ptb-wsj-sample/treebank.zip (data/treebank.py)
+    treebank: Optional[str] = None
 
     def __post_init__(self):
         _require(
-            self.corpus in ("multi30k", "wmt14", "wmt_t2t", "text"),
+            self.corpus in ("multi30k", "wmt14", "wmt_t2t", "text", "ptb"),
             "corpus",
-            f"unknown corpus {self.corpus!r}; expected multi30k, wmt14, wmt_t2t or text",
+            f"unknown corpus {self.corpus!r}; expected multi30k, wmt14, wmt_t2t, text or ptb",
         )
+        _require(self.treebank is None or self.corpus == "ptb", "treebank", "applies to corpus ptb only")
         _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
         _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
         _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")

@@ -224,7 +224,14 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
     if os.path.exists(export_dir) and not (os.path.isdir(export_dir) and not os.listdir(export_dir)):
         raise FileExistsError(f"{export_dir}: exists and is not an empty directory; an export is never written over "
                               "another (remove it or choose another)")
-    translator = Translator(model, tokenizer, recipe, with_text=with_text)
+    if recipe.data.corpus == "ptb":  # a constituency parser (§6.3): sentences in, trees out (parsing.py)
+        from keras_transformer.parsing import Parser
+
+        if not with_text:
+            raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
+        translator = Parser(model, tokenizer, recipe)
+    else:
+        translator = Translator(model, tokenizer, recipe, with_text=with_text)
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
                        decode=dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha,
                                    extra_length=recipe.decode.extra_length),

@@ -57,6 +57,11 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
     ``command`` (the command line that ran it) is recorded in the metadata, so a later run on the same test set
     can print how to reproduce this one.
     """
+    if recipe.data.corpus == "ptb":  # constituency parsing (§6.3): F1 where translation has BLEU
+        from keras_transformer.parse_pipeline import run_parse_pipeline
+
+        return run_parse_pipeline(recipe, workdir, export_dir, data_dir, strategy, eval_sentences, log=log,
+                                  command=command)
     data_dir = str(corpora.resolve_data_dir(data_dir))
     start = time.time()
     summary = training.train(recipe, workdir, data_dir, strategy)

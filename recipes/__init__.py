@@ -2,7 +2,8 @@
 
 ``recipes.get("base")`` returns a frozen :class:`keras_transformer.config.Recipe`.
 Table 3 variants are one-line ``dataclasses.replace`` calls in ``table3.py``;
-the paper's En-Fr models (§5.1, §6.1) are in ``wmt14_enfr.py``.
+the paper's En-Fr models (§5.1, §6.1) are in ``wmt14_enfr.py``; its constituency parsers (§6.3) in
+``ptb_sample.py`` and ``wsj_paper.py``.
 ``recipes.load`` also reads a recipe JSON file, e.g. the ``recipe.json`` a training run writes.
 """
 
@@ -13,13 +14,14 @@ from pathlib import Path
 from typing import Dict
 
 from keras_transformer.config import Recipe
-from recipes import base, big, multi30k, table3, tiny, wmt14_enfr
+from recipes import base, big, multi30k, ptb_sample, table3, tiny, wmt14_enfr, wsj_paper
 
 RECIPE_FILE = "recipe.json"  # what a training run writes into its work directory
 
 _RECIPES: Dict[str, Recipe] = {
     r.name: r
-    for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, *wmt14_enfr.RECIPES, *table3.VARIANTS)
+    for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, *wmt14_enfr.RECIPES, *table3.VARIANTS,
+              ptb_sample.RECIPE, wsj_paper.RECIPE)
 }
 
 

@@ -21,12 +21,17 @@ _PREFIX_HELP = ("Your own parallel text for the {} split: files PREFIX.<source_l
 
 # (absl type, flag = config field, help). Flags share the field names, so a config's "field: ..." error names them.
 DATA_FLAGS = (  # DataConfig (§5.1)
-    ("string", "corpus", "multi30k, wmt14 (TFDS; en-de or en-fr), wmt_t2t, or text (your own files, --train_prefix)."),
+    ("string", "corpus", "multi30k, wmt14 (TFDS; en-de or en-fr), wmt_t2t, text (your own files, --train_prefix), "
+     "or ptb (constituency parsing, §6.3: --treebank)."),
     ("string", "source_lang", "Source language code; for corpus text the source files' suffix."),
     ("string", "target_lang", "Target language code; for corpus text the target files' suffix."),
     ("string", "train_prefix", _PREFIX_HELP.format("training")),
     ("string", "eval_prefix", _PREFIX_HELP.format("validation (--eval_split)")),
     ("string", "test_prefix", _PREFIX_HELP.format("test (--test_split)")),
+    ("string", "treebank", "Corpus ptb: a directory of Penn Treebank .mrg files (searched recursively) or a zip of "
+     "them, relative paths in the data directory (default: the WSJ sample ptb-wsj-sample/treebank.zip). Splits "
+     "train/dev/test are WSJ sections 02-21/22/23 when present, else the sample's files 0001-0179/0180-0189/"
+     "0190-0199; sections:SS-SS and files:NNNN-NNNN name others."),
     ("string", "train_split", "Name of the training split (e.g. train)."),
     ("string", "eval_split", "Validation split (e.g. val, validation, newstest2013)."),
     ("string", "test_split", "Test split (e.g. test_2016_flickr, test, newstest2014)."),

@@ -101,6 +101,8 @@ def main(argv):
             export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
+        except ValueError as e:  # --ids_only for a parser
+            common.fail_with(e)
         what = "a SavedModel"
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(FLAGS.export_dir) for f in files)
     print(f"exported {info.get('checkpoint', FLAGS.model)} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")

@@ -14,6 +14,8 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
   per split (``DataConfig.train_prefix/eval_prefix/test_prefix``). A prefix
   may be a glob (``data/train-*``) naming shard pairs ``<shard>.<lang>[.gz]``;
   training interleaves the shards, their order shuffled with ``cfg.seed``.
+* ``ptb``: parsing as translation (§6.3), (sentence, linearized tree) pairs
+  of a Penn Treebank directory or zip (``DataConfig.treebank``; ``treebank.py``).
 
 Any corpus also loads ``newstest2013`` / ``newstest2014`` from
 ``<data_dir>/wmt-newstest-en-de/`` as evaluation splits.
@@ -44,7 +46,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer.config import DataConfig
-from keras_transformer.data import validation
+from keras_transformer.data import treebank, validation
 
 MULTI30K_DIR = "multi30k-task1-en-de"
 NEWSTEST_DIR = "wmt-newstest-en-de"
@@ -194,6 +196,8 @@ def split_shards(cfg: DataConfig, split: str, data_dir: Path) -> List[Tuple[Path
     it matches, sorted by name. Raises FileNotFoundError naming what is missing.
     """
     langs = (cfg.source_lang, cfg.target_lang)
+    if cfg.corpus == treebank.CORPUS:
+        raise ValueError(f"corpus: {cfg.corpus} is a treebank, not aligned text files; read it with load_split")
     if split.startswith("newstest"):
         prefixes, field = [data_dir / NEWSTEST_DIR / split], None
     elif cfg.corpus == "multi30k":
@@ -253,6 +257,8 @@ def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
 
     Keys the tokenizer cache: a copied or touched corpus keeps its tokenizer, so a run resumes.
     """
+    if cfg.corpus == treebank.CORPUS:
+        return treebank.fingerprint(cfg, split, resolve_data_dir(data_dir))
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
@@ -335,6 +341,13 @@ def load_split(cfg: DataConfig, split: str, data_dir=None, workdir=None) -> Tupl
     """
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         return _load_tfds(cfg, split)
+    if cfg.corpus == treebank.CORPUS:  # parsing (§6.3): a few 10k trees, read and linearized in memory
+        data_dir = resolve_data_dir(data_dir)
+        parsed = treebank.load(cfg, split, data_dir)
+        name = f"{treebank.treebank_path(cfg, data_dir)}:{split}"
+        stats = CorpusStats(f"{name} (sentences)", f"{name} (linearized trees)", pairs_read=parsed.trees_read,
+                            empty_skipped=parsed.empty_skipped)
+        return tf.data.Dataset.from_tensor_slices((list(parsed.sources), list(parsed.targets))), stats
     shards = split_shards(cfg, split, resolve_data_dir(data_dir))
     check = validation.check(shards, cache_dir=Path(workdir) / "corpus" if workdir else None)
     more = f" (+{len(shards) - 1} more shards)" if len(shards) > 1 else ""

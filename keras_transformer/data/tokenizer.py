@@ -22,7 +22,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Union
+from typing import Iterable, Iterator, Sequence, Union
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -30,7 +30,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from keras_transformer.data import corpora, validation
+from keras_transformer.data import corpora, treebank, validation
 
 # Changing these changes the model, so they are part of the cache key.
 _TRAINER_OPTIONS = dict(
@@ -105,8 +105,16 @@ class Tokenizer:
         *,
         sample_lines: int = 2_000_000,
         seed: int = 1,
+        atomic_words: Sequence[str] = (),
     ) -> "Tokenizer":
-        """Trains a BPE model on sentences (or the lines of files); writes ``<model_prefix>.model``."""
+        """Trains a BPE model on sentences (or the lines of files); writes ``<model_prefix>.model``.
+
+        ``atomic_words`` (e.g. a parser's "(NP" and ")") are each one piece, with their leading space, wherever
+        they stand as words (SentencePiece user-defined symbols).
+        """
+        options = dict(_TRAINER_OPTIONS)
+        if atomic_words:
+            options["user_defined_symbols"] = ["\u2581" + word for word in atomic_words]
         path = Path(f"{model_prefix}.model")
         path.parent.mkdir(parents=True, exist_ok=True)
         spm.set_random_generator_seed(seed)
@@ -118,7 +126,7 @@ class Tokenizer:
                 model_writer=model,
                 vocab_size=vocab_size,
                 input_sentence_size=sample_lines,
-                **_TRAINER_OPTIONS,
+                **options,
             )
         except RuntimeError as e:
             raise ValueError(f"vocab_size: cannot train a {vocab_size}-token BPE model on this text ({e})") from None
@@ -159,6 +167,8 @@ def cache_key(recipe, data_dir=None) -> str:
         seed=cfg.seed,
         options=_TRAINER_OPTIONS,
     )
+    if cfg.corpus == treebank.CORPUS:
+        inputs["atomic_words"] = "treebank labels, ) and XX"  # target_symbols of the training trees
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:8]
     return f"{cfg.corpus}_{langs}_bpe{recipe.model.vocab_size}_{digest}"
 
@@ -179,6 +189,11 @@ def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
         return Tokenizer(f"{prefix}.model")
     if cfg.tokenizer_sample_lines < 1:
         raise ValueError(f"tokenizer_sample_lines: must be positive, got {cfg.tokenizer_sample_lines}")
+    if cfg.corpus == treebank.CORPUS:  # parsing (§6.3): sentences and linearized trees; each label one piece
+        split = treebank.load(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
+        return Tokenizer.train(list(split.sources + split.targets), recipe.model.vocab_size, prefix,
+                               sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed,
+                               atomic_words=treebank.target_symbols(split))
     if cfg.corpus not in corpora.TFDS_NAMES:
         shards = corpora.split_shards(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
         check = validation.check(shards, cache_dir=Path(workdir) / "corpus",

@@ -1,0 +1,295 @@
+"""Constituency trees for parsing as translation (§6.3): read, clean, linearize, and read back with repair.
+
+§6.3 trains the Transformer as a sequence-to-sequence parser on the WSJ part of
+the Penn Treebank, after Vinyals et al. (2015), "Grammar as a Foreign Language":
+the input is the sentence's words, the output its tree written depth first.
+
+    read_trees(text, where)           -> [Tree]   bracketed trees ("( (S (NP-SBJ (NNP Ms.) ...)) )")
+    clean(tree)                       -> Tree     empty elements and function tags removed
+    linearize(tree)                   -> "(S (NP XX XX ) (VP XX (NP XX ) ) XX )"
+    delinearize(sequence, words, tags=None) -> Tree   the inverse (strict: a malformed sequence is a ValueError)
+    repair(sequence, num_words)       -> Repaired  any decoder output made a well-formed sequence with num_words slots
+    to_string(tree)                   -> "(S (NP (NNP Ms.) (NNP Haag)) ...)"   one line, as EVALB reads it
+
+Linearization. As in Vinyals et al., every word with its POS tag becomes the
+placeholder slot ``XX`` (the parser brackets the words it is given; it never
+has to copy them), a constituent opens with ``(LABEL`` and closes with a bare
+``)``; tokens are separated by single spaces. The words go back into the slots
+in order (``delinearize``), so ``delinearize(linearize(t), words(t), tags(t))
+== t`` for every cleaned tree ``t`` (tests/parsing checks all sample trees).
+
+Cleaning (standard practice, and EVALB's COLLINS.prm conventions): empty
+elements (``-NONE-``) are removed, with the constituents they leave empty;
+function tags and indices are stripped (``NP-SBJ-1`` -> ``NP``, ``PP-LOC=2``
+-> ``PP``; ``ADVP|PRT`` -> ``ADVP``); the treebank's unlabelled outer bracket
+(or TOP/ROOT) is dropped. POS tags stay in the gold trees: scoring finds the
+punctuation by them.
+
+Repair. A decoder may emit a ``)`` that closes nothing, leave brackets open,
+open a constituent it never fills, or emit more or fewer slots than there are
+words. ``repair`` drops unmatched ``)``, unknown tokens and empty constituents,
+closes what is open, drops surplus slots from the right (and the constituents
+they leave empty), appends missing slots to the root, and puts several
+top-level items under one root labelled ``S`` (the commonest root label). The
+constrained beam search (``decoding/tree_constraint.py``) never needs it; it is
+the safety net for unconstrained decoding and for sequences from elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import List, Optional, Sequence, Tuple, Union
+
+SLOT = "XX"  # a word (with its POS tag) in the linearized tree
+CLOSE = ")"
+ROOT_LABEL = "S"  # the root that repair (and cleaning, for a forest) puts several top-level items under
+NONE_TAG = "-NONE-"  # the treebank's empty elements
+_OUTER = ("", "TOP", "ROOT")  # labels of the treebank's outer bracket
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tree:
+    """A constituent: its label and children; a child is a Tree or, under a POS tag (a preterminal), a word."""
+
+    label: str
+    children: Tuple[Union["Tree", str], ...]
+
+    @property
+    def is_preterminal(self) -> bool:
+        return len(self.children) == 1 and isinstance(self.children[0], str)
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def read_trees(text: str, where: str = "<text>") -> List[Tree]:
+    """Every bracketed tree in ``text``, in order. ``where`` (a file name) starts each error: "where:line: ...".
+
+    A node holds either one word (a preterminal) or subtrees; anything else is a ValueError naming the line.
+    """
+    trees: List[Tree] = []
+    stack: List[list] = []  # [label or None (not yet read), children, offset of its "("]
+    for match in _TOKEN.finditer(text):
+        token, offset = match.group(), match.start()
+        if token == "(":
+            if stack and stack[-1][0] is None:
+                stack[-1][0] = ""  # "( (S ...": the treebank's unlabelled outer bracket
+            stack.append([None, [], offset])
+        elif token == CLOSE:
+            if not stack:
+                raise ValueError(f"{where}:{_line(text, offset)}: ')' closes no bracket")
+            label, children, start = stack.pop()
+            words = [c for c in children if isinstance(c, str)]
+            if not children or (words and len(children) > 1):
+                raise ValueError(f"{where}:{_line(text, start)}: bracket ({label or ''} ...) must hold one word or "
+                                 f"subtrees, holds {len(words)} word(s) and {len(children) - len(words)} subtree(s)")
+            node = Tree(label or "", tuple(children))
+            (stack[-1][1] if stack else trees).append(node)
+        elif not stack:
+            raise ValueError(f"{where}:{_line(text, offset)}: {token!r} outside any bracket")
+        elif stack[-1][0] is None:
+            stack[-1][0] = token  # the label comes first
+        else:
+            stack[-1][1].append(token)
+    if stack:
+        raise ValueError(f"{where}:{_line(text, stack[-1][2])}: bracket ({stack[-1][0] or ''} ...) is never closed")
+    return trees
+
+
+def strip_function_tags(label: str) -> str:
+    """``NP-SBJ-1`` -> ``NP``, ``PP-LOC=2`` -> ``PP``, ``ADVP|PRT`` -> ``ADVP``; ``-NONE-``, ``-LRB-`` unchanged."""
+    if label.startswith("-"):
+        return label
+    return re.split(r"[-=|]", label, maxsplit=1)[0]
+
+
+def _clean(node: Tree) -> Optional[Tree]:
+    if node.is_preterminal:
+        return None if node.label == NONE_TAG else node
+    children = tuple(c for c in (_clean(child) for child in node.children) if c is not None)
+    return Tree(strip_function_tags(node.label), children) if children else None
+
+
+def clean(tree: Tree) -> Optional[Tree]:
+    """The tree without empty elements, function tags and the outer bracket; None when no word is left."""
+    while tree.label in _OUTER and len(tree.children) == 1 and not tree.is_preterminal:
+        tree = tree.children[0]
+    cleaned = _clean(tree)
+    if cleaned is not None and cleaned.label in _OUTER:  # an outer bracket over several constituents
+        cleaned = Tree(ROOT_LABEL, cleaned.children)
+    if cleaned is not None and cleaned.is_preterminal:  # a one-word tree: give the word a constituent
+        cleaned = Tree(ROOT_LABEL, (cleaned,))
+    return cleaned
+
+
+def preterminals(tree: Tree) -> List[Tree]:
+    """The (tag, word) leaves, left to right."""
+    if tree.is_preterminal:
+        return [tree]
+    return [leaf for child in tree.children for leaf in preterminals(child)]
+
+
+def words(tree: Tree) -> List[str]:
+    return [leaf.children[0] for leaf in preterminals(tree)]
+
+
+def tags(tree: Tree) -> List[str]:
+    return [leaf.label for leaf in preterminals(tree)]
+
+
+def labels(tree: Tree) -> List[str]:
+    """The constituent labels (not POS tags), depth first."""
+    if tree.is_preterminal:
+        return []
+    return [tree.label] + [label for child in tree.children for label in labels(child)]
+
+
+def _tokens(tree: Tree) -> List[str]:
+    if tree.is_preterminal:
+        return [SLOT]
+    return [f"({tree.label}"] + [t for child in tree.children for t in _tokens(child)] + [CLOSE]
+
+
+def linearize(tree: Tree) -> str:
+    """The tree as the decoder's target: "(S (NP XX XX ) (VP XX ) XX )" (module docstring)."""
+    return " ".join(_tokens(tree))
+
+
+def is_open(token: str) -> bool:
+    return token.startswith("(") and len(token) > 1
+
+
+def delinearize(sequence: str, words: Sequence[str], tags: Optional[Sequence[str]] = None) -> Tree:
+    """The tree of a well-formed ``sequence`` with ``words`` in its slots, under ``tags`` (default: ``XX``).
+
+    Raises ValueError on a malformed sequence (``repair`` it first) or when the slots and words differ in number.
+    """
+    tags = [SLOT] * len(words) if tags is None else list(tags)
+    if len(tags) != len(words):
+        raise ValueError(f"tags: {len(tags)} for {len(words)} words")
+    stack: List[Tuple[str, list]] = []
+    roots: List[Tree] = []
+    slot = 0
+    for token in sequence.split():
+        if is_open(token):
+            stack.append((token[1:], []))
+        elif token == SLOT and stack:
+            if slot >= len(words):
+                raise ValueError(f"sequence: more slots than the {len(words)} words")
+            stack[-1][1].append(Tree(tags[slot], (words[slot],)))
+            slot += 1
+        elif token == CLOSE and stack and stack[-1][1]:
+            label, children = stack.pop()
+            (stack[-1][1] if stack else roots).append(Tree(label, tuple(children)))
+        else:
+            raise ValueError(f"sequence: unexpected {token!r} after {slot} slots (not a well-formed tree; repair it)")
+    if stack or len(roots) != 1 or slot != len(words):
+        raise ValueError(f"sequence: {len(stack)} bracket(s) left open, {len(roots)} root(s), {slot} slots for "
+                         f"{len(words)} words (not a well-formed tree; repair it)")
+    return roots[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Repaired:
+    """A well-formed sequence and what was wrong with the original (empty when nothing was).
+
+    Problems, in the order met: "unmatched )", "unknown token", "empty constituent", "unclosed (", "too many
+    slots", "too few slots", "no single root", "no tree".
+    """
+
+    sequence: str
+    problems: Tuple[str, ...]
+
+    @property
+    def repaired(self) -> bool:
+        return bool(self.problems)
+
+
+def _drop_last_slots(items: list, surplus: int) -> int:
+    """Removes up to ``surplus`` slots from the right of a forest (emptied constituents go too); returns the rest."""
+    for index in range(len(items) - 1, -1, -1):
+        if not surplus:
+            break
+        item = items[index]
+        if item == SLOT:
+            del items[index]
+            surplus -= 1
+        else:
+            surplus = _drop_last_slots(item[1], surplus)
+            if not item[1]:
+                del items[index]
+    return surplus
+
+
+def _count_slots(items: list) -> int:
+    return sum(1 if item == SLOT else _count_slots(item[1]) for item in items)
+
+
+def _write(item) -> List[str]:
+    if item == SLOT:
+        return [SLOT]
+    return [f"({item[0]}"] + [t for child in item[1] for t in _write(child)] + [CLOSE]
+
+
+def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repaired:
+    """``sequence`` made a well-formed tree with exactly ``num_words`` slots (module docstring), and what was fixed.
+
+    A well-formed sequence with the right slots comes back unchanged with no problems. With ``num_words`` 0 the
+    result is the empty sequence.
+    """
+    problems: List[str] = []
+    forest: list = []  # finished top-level items: SLOT or [label, children]
+    stack: list = []
+    for token in sequence.split():
+        if token == SLOT:
+            (stack[-1][1] if stack else forest).append(SLOT)
+        elif token == CLOSE:
+            if not stack:
+                problems.append("unmatched )")
+                continue
+            node = stack.pop()
+            if node[1]:
+                (stack[-1][1] if stack else forest).append(node)
+            else:
+                problems.append("empty constituent")
+        elif is_open(token):
+            stack.append([token[1:], []])
+        else:
+            problems.append("unknown token")
+    while stack:
+        problems.append("unclosed (")
+        node = stack.pop()
+        if node[1]:
+            (stack[-1][1] if stack else forest).append(node)
+        else:
+            problems.append("empty constituent")
+    slots = _count_slots(forest)
+    if slots > num_words:
+        problems.append("too many slots")
+        _drop_last_slots(forest, slots - num_words)
+    elif slots < num_words:
+        problems.append("too few slots")
+    if not num_words:
+        return Repaired("", tuple(problems))
+    if len(forest) == 1 and forest[0] != SLOT:
+        root = forest[0]
+    else:
+        problems.append("no single root" if forest else "no tree")
+        root = [root_label, forest]
+    root[1].extend([SLOT] * max(0, num_words - slots))
+    return Repaired(" ".join(_write(root)), tuple(problems))
+
+
+def escape_word(word: str) -> str:
+    """A word as the treebank writes it inside brackets: "(" -> -LRB-, ")" -> -RRB-."""
+    return word.replace("(", "-LRB-").replace(")", "-RRB-")
+
+
+def to_string(tree: Tree) -> str:
+    """One line of PTB brackets, "(S (NP (NNP Ms.) (NNP Haag)) (. .))", as EVALB and PYEVALB read it."""
+    if tree.is_preterminal:
+        return f"({tree.label} {escape_word(tree.children[0])})"
+    return f"({tree.label} " + " ".join(to_string(child) for child in tree.children) + ")"

@@ -1,0 +1,51 @@
+"""Constituency parsing (§6.3) on the free ~5% WSJ sample, sized for a 2-core CPU.
+
+3,669 training trees (files wsj_0001-0179; dev 0180-0189, test 0190-0199),
+about a tenth of the paper's WSJ-only set, so F1 will be far below Table 4's
+91.3. The shape follows §6.3 (4 layers) at the width of the ``multi30k``
+recipe (d_model 256), with the parsing run's dropout (0.2 on sub-layers and
+on attention, tensor2tensor ``transformer_parsing_base``); decoding is the
+paper's: beam 21, α 0.3, output up to input + 300 tokens (a tree holds about
+2.6 tokens per word: a slot, and an open and a close per 0.8 words).
+"""
+
+from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Recipe, TrainConfig
+
+RECIPE = Recipe(
+    name="ptb_sample",
+    description="Constituency parsing (§6.3) on the WSJ sample, 4+4 layers, d_model 256, for a 2-core CPU",
+    model=ModelConfig(
+        vocab_size=4000,  # 3,669 sentences: 1.58 source pieces per word; every tree token is one piece anyway
+        d_model=256,
+        d_ff=1024,
+        num_heads=4,
+        num_encoder_layers=4,  # §6.3: a 4-layer Transformer
+        num_decoder_layers=4,
+        dropout=0.2,  # the parsing run's residual dropout (t2t transformer_parsing_base)
+        attention_dropout=0.2,  # and its attention dropout
+        max_length=1024,  # positions: the longest tree of the sample is 573 tokens, outputs may reach input + 300
+    ),
+    data=DataConfig(
+        corpus="ptb",
+        source_lang="en",
+        target_lang="tree",
+        train_split="train",
+        eval_split="dev",
+        test_split="test",
+        max_length=384,  # keeps all but the longest training trees (a 249-word sentence: 573 tokens)
+        tokens_per_batch=4096,  # as multi30k: ~150 updates per pass over the 226k target tokens
+        shuffle_buffer=4000,  # the whole training split
+        tokenizer_sample_lines=10000,  # all 7,338 sentences and trees
+    ),
+    train=TrainConfig(
+        train_steps=5000,  # ~30 passes over the sample
+        max_train_minutes=55,  # the compute budget on a 2-core CPU; the run stops and checkpoints there
+        warmup_steps=1000,
+        learning_rate_scale=1.0,
+        checkpoint_every=250,  # 5 kept checkpoints span the last ~8 passes, for averaging (§6.1)
+        keep_checkpoints=5,
+        eval_batches=0,  # the 127 dev trees in full
+        mixed_precision=True,  # bf16 compute on CPU (bench/bench_train.py: 1.4x float32)
+    ),
+    decode=DecodeConfig(beam_size=21, alpha=0.3, extra_length=300, average_checkpoints=5),  # §6.3
+)

@@ -1,0 +1,116 @@
+"""Train -> parse -> F1 in seconds: a tiny parser through kt-pipeline, kt-evaluate-parser, kt-parse and the export."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import recipes
+from keras_transformer import parse_scoring, parsing
+from keras_transformer.config import DecodeConfig
+from keras_transformer.data import trees
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_parser_recipe():
+    """ptb_sample's data at the size of recipes/tiny.py (1+1 layers, d_model 64), beam 4."""
+    base = recipes.get("ptb_sample")
+    return dataclasses.replace(
+        base, name="ptb_tiny",
+        model=dataclasses.replace(base.model, vocab_size=1000, d_model=64, d_ff=128, num_heads=2,
+                                  num_encoder_layers=1, num_decoder_layers=1, dropout=0.1, attention_dropout=0.0),
+        train=dataclasses.replace(base.train, train_steps=40, checkpoint_every=20, warmup_steps=20,
+                                  max_train_minutes=0, mixed_precision=False),
+        decode=DecodeConfig(beam_size=4, alpha=0.3, extra_length=300, average_checkpoints=2))
+
+
+def run(module, *args, stdin=None):
+    out = subprocess.run([sys.executable, "-m", f"keras_transformer.cli.{module}", *args], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=600, input=stdin)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory, sample_data_dir):
+    root = tmp_path_factory.mktemp("parser")
+    recipe_file = root / "ptb_tiny.json"
+    recipe_file.write_text(tiny_parser_recipe().to_json())
+    out = run("pipeline", f"--recipe={recipe_file}", f"--workdir={root / 'run'}", f"--export_dir={root / 'export'}",
+              "--eval_sentences=16", f"--data_dir={sample_data_dir}")
+    return root, out.stdout
+
+
+def test_pipeline_trains_averages_scores_exports_and_parses(pipeline_run):
+    root, stdout = pipeline_run
+    for stage in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
+        assert stage in stdout
+    metadata = json.loads((root / "export" / "metadata.json").read_text())
+    assert metadata["step"] == 40 and metadata["averaged_steps"] == [20, 40] and metadata["test_sentences"] == 16
+    assert 0 <= metadata["f1"] <= 100 and metadata["repaired"] == 0
+    assert metadata["scoring"].startswith("EVALB COLLINS.prm")
+    for sentence, tree in metadata["samples"].items():
+        (parsed,) = trees.read_trees(tree)  # a well-formed tree over the sentence's words
+        assert trees.words(parsed) == sentence.split()
+
+
+def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
+    root, _ = pipeline_run
+    gold = sample_splits["test"].trees[:16]
+    sentences = [" ".join(trees.words(t)) for t in gold]
+    from_workdir = parsing.parse_lines(parsing.load_parser(root / "run", "averaged"), sentences)
+    from_export = parsing.parse_lines(parsing.load_parser(root / "export"), sentences)
+    assert from_export.trees == from_workdir.trees and from_export.linearized == from_workdir.linearized
+    np.testing.assert_allclose(from_export.scores, from_workdir.scores, atol=1e-4)
+    assert from_export.repaired == 0
+    metadata = json.loads((root / "export" / "metadata.json").read_text())
+    test = [trees.read_trees(t)[0] for t in from_export.trees]
+    assert round(parse_scoring.score(gold, test)["f1"], 2) == metadata["f1"]
+
+
+def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, sample_splits):
+    root, _ = pipeline_run
+    gold = sample_splits["test"].trees[:16]
+    scores, parses = parsing.evaluate(parsing.load_parser(root / "run", "averaged"), gold, constrained=False)
+    assert scores["constrained"] is False and 0 <= scores["repaired"] <= 16
+    assert scores["repaired"] == sum(trees.repair(s, len(trees.words(g))).repaired
+                                     for s, g in zip(parses.linearized, gold))
+    for tree, g in zip(parses.trees, gold):
+        assert trees.words(trees.read_trees(tree)[0]) == trees.words(g)
+    with pytest.raises(ValueError, match="needs a work directory"):
+        parsing.parse_lines(parsing.load_parser(root / "export"), ["a b"], constrained=False)
+
+
+def test_evaluate_parser_and_parse_clis(pipeline_run, sample_data_dir):
+    root, _ = pipeline_run
+    metadata = json.loads((root / "export" / "metadata.json").read_text())
+    out = run("evaluate_parser", f"--model={root / 'export'}", "--max_sentences=16", "--json",
+              f"--data_dir={sample_data_dir}")
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("LP ") and " F1 " in lines[0] and lines[1].startswith("repaired 0 of 16 outputs")
+    scores = json.loads(lines[-1])
+    assert round(scores["f1"], 2) == metadata["f1"] and scores["sentences"] == 16 and scores["repaired"] == 0
+    assert {"precision", "recall", "f1", "exact_match", "repaired"} <= set(scores)
+    parsed = run("parse", f"--model={root / 'export'}", stdin="Ms. Haag plays Elianti .\n\n")
+    tree, empty = parsed.stdout.split("\n")[:2]
+    assert trees.words(trees.read_trees(tree)[0]) == ["Ms.", "Haag", "plays", "Elianti", "."] and empty == ""
+    assert "0 outputs repaired" in parsed.stderr
+    linearized = run("parse", f"--model={root / 'run'}", "--checkpoint=averaged", "--linearized",
+                     stdin="Ms. Haag plays Elianti .\n").stdout.strip()
+    assert trees.repair(linearized, 5).problems == ()
+
+
+def test_parser_tools_refuse_what_they_cannot_serve(tmp_path, pipeline_run):
+    root, _ = pipeline_run
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.evaluate_parser", f"--model={root}"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "error: --model:" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.export", f"--model={root / 'run'}",
+                          f"--export_dir={tmp_path / 'ids'}", "--ids_only"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "error: --ids_only: a parser's export is text in, trees out" in out.stderr
