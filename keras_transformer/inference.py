@@ -59,6 +59,8 @@ def load_translator(model_arg, checkpoint: str = "latest", data_dir=None) -> Loa
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the text signatures use)
 
         loaded = export.load_saved_model(path)
+        if "parse_with_options" in loaded.signatures:
+            raise ValueError(f"--model: {path} is a constituency parser; kt-parse and kt-evaluate-parser serve it")
         if "translate_with_options" not in loaded.signatures:
             raise ValueError(f"--model: {path} has no text signature (exported with --ids_only?)")
         try:

@@ -114,3 +114,6 @@ def test_parser_tools_refuse_what_they_cannot_serve(tmp_path, pipeline_run):
                           f"--export_dir={tmp_path / 'ids'}", "--ids_only"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "error: --ids_only: a parser's export is text in, trees out" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.translate", f"--model={root / 'export'}"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, input="a b\n")
+    assert out.returncode == 2 and "is a constituency parser; kt-parse and kt-evaluate-parser serve it" in out.stderr

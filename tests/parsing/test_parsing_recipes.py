@@ -1,0 +1,26 @@
+"""The parsing recipes hold §6.3's settings."""
+
+import recipes
+from keras_transformer.model import count_parameters
+
+
+def test_wsj_paper_is_section_6_3():
+    recipe = recipes.get("wsj_paper")
+    m, d = recipe.model, recipe.decode
+    assert (m.num_encoder_layers, m.num_decoder_layers, m.d_model) == (4, 4, 1024)  # "a 4-layer transformer"
+    assert (m.dropout, m.attention_dropout) == (0.2, 0.2)  # residual and attention (t2t transformer_parsing_base)
+    assert (d.beam_size, d.alpha, d.extra_length) == (21, 0.3, 300)  # beam 21, α 0.3, input length + 300
+    assert (recipe.data.corpus, recipe.data.train_split, recipe.data.eval_split, recipe.data.test_split) == (
+        "ptb", "train", "dev", "test")  # sections 02-21, 22, 23 of the full treebank
+    assert recipe.train.warmup_steps == 16000 and recipe.train.label_smoothing == 0.1
+    assert count_parameters(m) == 100_384_768
+    assert m.max_length >= recipe.data.max_length + d.extra_length  # outputs of input + 300 have positions
+
+
+def test_ptb_sample_decodes_as_the_paper():
+    recipe = recipes.get("ptb_sample")
+    assert (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length) == (21, 0.3, 300)
+    assert recipe.model.num_encoder_layers == recipe.model.num_decoder_layers == 4
+    assert recipe.data.corpus == "ptb" and recipe.data.treebank is None  # the WSJ sample in the data directory
+    assert count_parameters(recipe.model) == 8_396_800
+    assert recipe.model.max_length >= recipe.data.max_length + recipe.decode.extra_length
