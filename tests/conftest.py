@@ -40,14 +40,26 @@ def tiny_recipe():
 
 
 @pytest.fixture(scope="session")
-def multi30k_text():
-    """(English, German) first 1,000 lines of Multi30k train; skips without the corpus."""
+def multi30k_dir():
+    """The real Multi30k files' directory; a test that reads them (or trains on them) skips without the corpus.
+
+    Tests that only run a command on ``--recipe=multi30k`` name it with ``@pytest.mark.usefixtures("multi30k_dir")``.
+    """
     from keras_transformer.data import corpora
 
     path = corpora.resolve_data_dir() / corpora.MULTI30K_DIR
     if not (path / "train.en.gz").is_file():
         pytest.skip(f"Multi30k not found under {path} (set KT_DATA_DIR)")
-    return (corpora.read_lines(path / "train.en.gz")[:1000], corpora.read_lines(path / "train.de.gz")[:1000])
+    return path
+
+
+@pytest.fixture(scope="session")
+def multi30k_text(multi30k_dir):
+    """(English, German) first 1,000 lines of Multi30k train; skips without the corpus."""
+    from keras_transformer.data import corpora
+
+    return (corpora.read_lines(multi30k_dir / "train.en.gz")[:1000],
+            corpora.read_lines(multi30k_dir / "train.de.gz")[:1000])
 
 
 @pytest.fixture(scope="session")

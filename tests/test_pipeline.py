@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 
+@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_kt_pipeline_end_to_end(tmp_path):
     export_dir = tmp_path / "export"

@@ -10,7 +10,6 @@ import pytest
 
 import recipes
 from keras_transformer.config import Recipe
-from keras_transformer.data import corpora
 from tests.conftest import REPO_ROOT
 
 
@@ -22,12 +21,11 @@ def _cli(name, *args, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpus(tmp_path_factory, multi30k_dir):
     """300 training and 100 dev pairs of Multi30k val, as plain local files <prefix>.en / <prefix>.de."""
     root = tmp_path_factory.mktemp("corpus")
-    multi30k = corpora.resolve_data_dir() / corpora.MULTI30K_DIR
     for lang in ("en", "de"):
-        with gzip.open(multi30k / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+        with gzip.open(multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
             lines = f.read().splitlines()[:400]
         (root / f"train.{lang}").write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
         (root / f"dev.{lang}").write_text("\n".join(lines[300:]) + "\n", encoding="utf-8")

@@ -34,14 +34,6 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def multi30k_dir() -> Path:
-    path = DATA_DIR / corpora.MULTI30K_DIR
-    if not (path / "train.en.gz").is_file():
-        pytest.skip(f"Multi30k not found under {path} (set KT_DATA_DIR)")
-    return path
-
-
-@pytest.fixture(scope="session")
 def newstest_dir() -> Path:
     path = DATA_DIR / corpora.NEWSTEST_DIR
     if not (path / "newstest2014.de").is_file():

@@ -71,6 +71,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_one_two_four_replicas_train_on_the_same_tokens_per_update(tmp_path):
     out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, str(tmp_path)], cwd=REPO_ROOT, capture_output=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from keras_transformer import checkpoint_health, checkpoints, training, workdir_lock
+from keras_transformer import checkpoint_health, training, workdir_lock
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
 from tests.synthetic import as_dataset, copy_batches
 

@@ -26,7 +26,7 @@ def _scalars(logdir, tag):
 
 
 @pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory):
+def killed_and_resumed(tmp_path_factory, multi30k_dir):
     """Train tiny for 300 steps, SIGKILL the process after its step-200 checkpoint, run the same command again."""
     workdir = tmp_path_factory.mktemp("train") / "run"
     command = TRAIN + [f"--workdir={workdir}", "--train_steps=300", "--checkpoint_every=100", "--seed=7"]
