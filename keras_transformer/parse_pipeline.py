@@ -9,21 +9,18 @@ reports BLEU.
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from typing import Optional, Sequence
 
-from keras_transformer import checkpoints, export, parse_scoring, parsing, training
+from keras_transformer import checkpoints, export, parse_scoring, parsing
 from keras_transformer.config import Recipe
 from keras_transformer.data import corpora, treebank
+from keras_transformer.pipeline import train_and_average, write_metadata
 
 SAMPLE_SENTENCES = (
     "Ms. Haag plays Elianti .",
     "The company said it expects to report a loss for the third quarter .",
     "Two young children are playing soccer on a field .",
 )
-METADATA_FILE = "metadata.json"
 
 
 def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
@@ -32,15 +29,7 @@ def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: 
     """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured;
     ``command`` (the command line that ran it) is recorded there."""
     data_dir = str(corpora.resolve_data_dir(data_dir))
-    start = time.time()
-    summary = training.train(recipe, workdir, data_dir, strategy)
-    train_seconds = time.time() - start
-    log(f"[1/5] trained {recipe.name} to step {summary['steps']} in {train_seconds:.0f} s")
-
-    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints)
-    with open(f"{averaged}.json") as f:
-        averaged_steps = json.load(f)["steps"]
-    log(f"[2/5] averaged the checkpoints of steps {averaged_steps} into {averaged} (§6.1)")
+    averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
 
     gold = treebank.load(recipe.data, recipe.data.test_split, data_dir).trees
     if eval_sentences:
@@ -60,12 +49,7 @@ def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: 
     for sentence, tree in zip(samples, parses.trees):
         log(f"  {sentence}\n    -> {tree}")
 
-    metadata = {
-        "recipe": recipe.name,
-        **({"command": command} if command else {}),
-        "step": summary["steps"],
-        "train_seconds": round(train_seconds, 1),
-        "stopped_by_time": summary.get("stopped_by_time", False),
+    return write_metadata(export_dir, recipe, command, trained, {
         "test_split": recipe.data.test_split,
         "test_sentences": scores["sentences"],
         **{key: round(scores[key], 2) for key in ("precision", "recall", "f1", "exact_match")},
@@ -73,11 +57,5 @@ def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: 
         "scoring": scores["conventions"],
         "decode": {"beam_size": recipe.decode.beam_size, "alpha": recipe.decode.alpha,
                    "extra_length": recipe.decode.extra_length, "constrained": True},
-        "averaged_steps": averaged_steps,
         "samples": dict(zip(samples, parses.trees)),
-        "recipe_config": recipe.to_dict(),
-    }
-    with open(os.path.join(export_dir, METADATA_FILE), "w") as f:
-        json.dump(metadata, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    return metadata
+    })

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from keras_transformer import checkpoints, evaluation, export, inference, training
 from keras_transformer.config import Recipe
@@ -63,15 +63,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         return run_parse_pipeline(recipe, workdir, export_dir, data_dir, strategy, eval_sentences, log=log,
                                   command=command)
     data_dir = str(corpora.resolve_data_dir(data_dir))
-    start = time.time()
-    summary = training.train(recipe, workdir, data_dir, strategy)
-    train_seconds = time.time() - start
-    log(f"[1/5] trained {recipe.name} to step {summary['steps']} in {train_seconds:.0f} s")
-
-    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints)
-    with open(f"{averaged}.json") as f:
-        averaged_steps = json.load(f)["steps"]
-    log(f"[2/5] averaged the checkpoints of steps {averaged_steps} into {averaged} (§6.1)")
+    averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
 
     source_file, reference_file = corpora.split_files(recipe.data, recipe.data.test_split, corpora.resolve_data_dir(
         data_dir))
@@ -101,12 +93,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
     for source, target in zip(samples, translations):
         log(f"  {source}\n    -> {target}")
 
-    metadata = {
-        "recipe": recipe.name,
-        **({"command": command} if command else {}),
-        "step": summary["steps"],
-        "train_seconds": round(train_seconds, 1),
-        "stopped_by_time": summary.get("stopped_by_time", False),
+    return write_metadata(export_dir, recipe, command, trained, {
         "test_split": recipe.data.test_split,
         "test_sentences": len(sources),
         "bleu": round(cased["bleu"], 2),
@@ -117,10 +104,33 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         "signature_tokenized_lowercase": tokenized["signature"],
         "decode": {"beam_size": recipe.decode.beam_size, "alpha": recipe.decode.alpha,
                    "extra_length": recipe.decode.extra_length},
-        "averaged_steps": averaged_steps,
         "samples": dict(zip(samples, translations)),
-        "recipe_config": recipe.to_dict(),
-    }
+    })
+
+
+def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str, log=print) -> Tuple[str, dict]:
+    """Stages 1-2 of every task's pipeline: train (resuming the work directory), then average the last
+    ``recipe.decode.average_checkpoints`` checkpoints (§6.1).
+
+    Returns the averaged checkpoint's path and what the metadata records of training: step, train_seconds,
+    stopped_by_time, averaged_steps.
+    """
+    start = time.time()
+    summary = training.train(recipe, workdir, data_dir, strategy)
+    train_seconds = time.time() - start
+    log(f"[1/5] trained {recipe.name} to step {summary['steps']} in {train_seconds:.0f} s")
+    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints)
+    with open(f"{averaged}.json") as f:
+        averaged_steps = json.load(f)["steps"]
+    log(f"[2/5] averaged the checkpoints of steps {averaged_steps} into {averaged} (§6.1)")
+    return averaged, {"step": summary["steps"], "train_seconds": round(train_seconds, 1),
+                      "stopped_by_time": summary.get("stopped_by_time", False), "averaged_steps": averaged_steps}
+
+
+def write_metadata(export_dir: str, recipe: Recipe, command: Optional[str], trained: dict, results: dict) -> dict:
+    """Writes (and returns) ``metadata.json`` beside an export: the recipe, the command, training, results."""
+    metadata = {"recipe": recipe.name, **({"command": command} if command else {}), **trained, **results,
+                "recipe_config": recipe.to_dict()}
     with open(os.path.join(export_dir, METADATA_FILE), "w") as f:
         json.dump(metadata, f, indent=2, ensure_ascii=False)
         f.write("\n")
