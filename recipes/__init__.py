@@ -20,8 +20,8 @@ RECIPE_FILE = "recipe.json"  # what a training run writes into its work director
 
 _RECIPES: Dict[str, Recipe] = {
     r.name: r
-    for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, *wmt14_enfr.RECIPES, *table3.VARIANTS,
-              ptb_sample.RECIPE, wsj_paper.RECIPE)
+    for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, multi30k.DEMO, *wmt14_enfr.RECIPES,
+              *table3.VARIANTS, ptb_sample.RECIPE, wsj_paper.RECIPE)
 }
 
 

@@ -5,6 +5,8 @@ vocabulary of 8000, d_model 256 and 3+3 layers keep a step fast on a CPU;
 stronger dropout than base suits the small corpus.
 """
 
+import dataclasses
+
 from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Recipe, TrainConfig
 
 RECIPE = Recipe(
@@ -40,4 +42,23 @@ RECIPE = Recipe(
         jit_compile=False,  # XLA measured no faster than the plain graph on CPU, and slower to warm up
     ),
     decode=DecodeConfig(beam_size=4, alpha=0.6, extra_length=50, average_checkpoints=5),
+)
+
+# The README's first command: the same model, tuned on val to be a good translator after 15 minutes of training
+# (the recipe search in the README). Less dropout learns faster: val perplexity 9.0 at step 1,034 against 14.3 at
+# step 1,195 with 0.3, and val BLEU 32.1 against 21.2 (last 3 checkpoints averaged).
+DEMO = dataclasses.replace(
+    RECIPE,
+    name="multi30k_demo",
+    description="Multi30k En-De in 15 minutes of training on a 2-core CPU (the README's first command)",
+    model=dataclasses.replace(RECIPE.model, dropout=0.1),  # 0.3 regularises a 2-hour run; 15 minutes never overfit
+    train=dataclasses.replace(
+        RECIPE.train,
+        train_steps=3000,  # an upper bound: the 15-minute budget stops it first on 2 cores (~1,000-1,200 steps)
+        max_train_minutes=15,
+        warmup_steps=500,  # peak 2.8e-3 (Eq. 3 with d_model 256) reached within the first few minutes
+        learning_rate_scale=1.0,
+        checkpoint_every=100,
+    ),
+    decode=dataclasses.replace(RECIPE.decode, average_checkpoints=3),  # val: 3 > 5 > 1 checkpoints at 15 minutes
 )

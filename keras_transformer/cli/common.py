@@ -80,9 +80,9 @@ _POSITIVE = ("num_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the co
 def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
     flags.DEFINE_string(
         "recipe", default,
-        "A recipe name (recipes/: tiny, multi30k, base, big, base_enfr, big_enfr, table3_*; parsing: ptb_sample, "
-        "wsj_paper), or a recipe JSON file "
-        "such as the recipe.json a training run writes (or that run's work directory).",
+        "A recipe name (recipes/: tiny, multi30k, multi30k_demo, base, big, base_enfr, big_enfr, table3_*; parsing: "
+        "ptb_sample, wsj_paper), or a recipe JSON file such as the recipe.json a training run writes (or that run's "
+        "work directory).",
         flag_values=flag_values)
 
 
