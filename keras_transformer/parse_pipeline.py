@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from keras_transformer import checkpoints, export, parse_scoring, parsing
+from keras_transformer import parse_scoring, parsing
 from keras_transformer.config import Recipe
 from keras_transformer.data import corpora, treebank
-from keras_transformer.pipeline import train_and_average, write_metadata
+from keras_transformer.pipeline import export_averaged, train_and_average, write_metadata
 
 SAMPLE_SENTENCES = (
     "Ms. Haag plays Elianti .",
@@ -39,9 +39,7 @@ def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: 
     log(f"[3/5] {recipe.data.test_split} ({scores['sentences']} trees, {scores['seconds']:.0f} s): "
         f"{parse_scoring.format_scores(scores)}; {scores['repaired']} outputs repaired")
 
-    model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
-    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": averaged})
-    log(f"[4/5] exported the SavedModel to {export_dir}")
+    export_averaged(workdir, averaged, export_dir, data_dir, log)
 
     served = parsing.load_parser(export_dir)
     parses = parsing.parse_lines(served, list(samples))

@@ -83,9 +83,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         log(f"      shipped {shipped['export_dir']} ({shipped['recipe']}, {shipped['train_seconds'] / 60:.0f} min of "
             f"training): BLEU {shipped['bleu']:.2f}  chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
 
-    model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
-    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": averaged})
-    log(f"[4/5] exported the SavedModel to {export_dir}")
+    export_averaged(workdir, averaged, export_dir, data_dir, log)
 
     served = inference.load_translator(export_dir)
     translations, _ = inference.translate_lines(served, list(samples))
@@ -125,6 +123,13 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     log(f"[2/5] averaged the checkpoints of steps {averaged_steps} into {averaged} (§6.1)")
     return averaged, {"step": summary["steps"], "train_seconds": round(train_seconds, 1),
                       "stopped_by_time": summary.get("stopped_by_time", False), "averaged_steps": averaged_steps}
+
+
+def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print) -> None:
+    """Stage 4 of every task's pipeline: the averaged checkpoint as a SavedModel (the task's module)."""
+    model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
+    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": averaged})
+    log(f"[4/5] exported the SavedModel to {export_dir}")
 
 
 def write_metadata(export_dir: str, recipe: Recipe, command: Optional[str], trained: dict, results: dict) -> dict:
