@@ -80,8 +80,9 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
         f"BLEU {cased['bleu']:.2f}  chrF {cased['chrf']:.2f}  ({cased['signature']}); "
         f"tokenized lower-cased BLEU {tokenized['bleu']:.2f}")
     for shipped in shipped_results(recipe, export_dir):
-        log(f"      shipped {shipped['export_dir']} ({shipped['recipe']}, {shipped['train_seconds'] / 60:.0f} min of "
-            f"training): BLEU {shipped['bleu']:.2f}  chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
+        log(f"      shipped {os.path.relpath(shipped['export_dir'])} ({shipped['recipe']}, "
+            f"{shipped['train_seconds'] / 60:.0f} min of training): BLEU {shipped['bleu']:.2f}  "
+            f"chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
 
     export_averaged(workdir, averaged, export_dir, data_dir, log)
 
