@@ -1,0 +1,50 @@
+"""The shipped parser, saved_models/ptb_sample: it parses with kt-parse out of the box into one well-formed tree
+over the input's words, and kt-evaluate-parser reproduces the scores stored in its metadata.json."""
+
+import json
+import os
+
+import pytest
+
+from keras_transformer.data import trees
+from tests.conftest import REPO_ROOT
+from tests.inference.support import run_cli
+
+SHIPPED = os.path.join(REPO_ROOT, "saved_models", "ptb_sample")
+HELD = ("Two young children are playing soccer on a field .",
+        "The company said it expects to report a loss for the third quarter .")
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(SHIPPED), reason="no shipped parser in saved_models/ptb_sample")
+
+
+@pytest.fixture(scope="module")
+def metadata():
+    with open(os.path.join(SHIPPED, "metadata.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_shipped_parser_is_small_and_records_what_reproduces_it(metadata):
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(SHIPPED) for f in files)
+    assert size <= 50 * 2**20
+    assert metadata["recipe"] == "ptb_sample" and metadata["command"].startswith("kt-pipeline --recipe=ptb_sample")
+    assert metadata["test_split"] == "test" and metadata["test_sentences"] > 100
+    assert metadata["train_seconds"] <= 3600
+    assert metadata["decode"] == {"beam_size": 21, "alpha": 0.3, "extra_length": 300, "constrained": True}  # §6.3
+    assert metadata["repaired"] == 0 and metadata["f1"] > 50.0
+
+
+def test_kt_parse_gives_one_tree_over_the_input_words():
+    result = run_cli("parse", f"--model={SHIPPED}", stdin="".join(f"{s}\n" for s in HELD))
+    outputs = result.stdout.splitlines()
+    assert len(outputs) == len(HELD)
+    for sentence, output in zip(HELD, outputs):
+        (tree,) = trees.read_trees(output)
+        assert trees.words(tree) == sentence.split(), output
+
+
+def test_kt_evaluate_parser_reproduces_the_stored_scores(metadata, sample_data_dir):
+    result = run_cli("evaluate_parser", f"--model={SHIPPED}", f"--data_dir={sample_data_dir}", "--json", timeout=900)
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {key: round(scores[key], 2) for key in ("precision", "recall", "f1", "exact_match")} == {
+        key: metadata[key] for key in ("precision", "recall", "f1", "exact_match")}
+    assert scores["repaired"] == metadata["repaired"] == 0
