@@ -109,7 +109,7 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
 
 def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str, log=print) -> Tuple[str, dict]:
     """Stages 1-2 of every task's pipeline: train (resuming the work directory), then average the last
-    ``recipe.decode.average_checkpoints`` checkpoints (§6.1).
+    ``recipe.decode.average_checkpoints`` checkpoints (§6.1), or the best by validation if the recipe keeps them.
 
     Returns the averaged checkpoint's path and what the metadata records of training: step, train_seconds,
     stopped_by_time, averaged_steps.
@@ -118,10 +118,12 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     summary = training.train(recipe, workdir, data_dir, strategy)
     train_seconds = time.time() - start
     log(f"[1/5] trained {recipe.name} to step {summary['steps']} in {train_seconds:.0f} s")
-    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints)
+    best = bool(recipe.train.keep_best_by)  # the best checkpoints by validation, else the last ones
+    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)
     with open(f"{averaged}.json") as f:
         averaged_steps = json.load(f)["steps"]
-    log(f"[2/5] averaged the checkpoints of steps {averaged_steps} into {averaged} (§6.1)")
+    chosen = f"best by {recipe.train.keep_best_by}" if best else "last"
+    log(f"[2/5] averaged the {chosen} checkpoints, steps {averaged_steps}, into {averaged} (§6.1)")
     return averaged, {"step": summary["steps"], "train_seconds": round(train_seconds, 1),
                       "stopped_by_time": summary.get("stopped_by_time", False), "averaged_steps": averaged_steps}
 
