@@ -9,14 +9,22 @@ weights move by a random step between saves. The tokenizer is a 400-piece
 SentencePiece model trained on 1,000 Multi30k sentence pairs. The model
 translates nothing well; the tests check exactness, not quality. ``exported``
 is its ``kt-export``. Tests that damage them work on copies.
+
+``small_tokenizer``, ``small_config`` and ``small_model`` (used by tests/plotting and test_bleu_callback.py) are a
+word-level SentencePiece model on made-up text and tiny models over it. Word pieces (every piece starts a word) make
+an untrained model's output several words long, so a corpus BLEU of its output against itself is 100, not 0.
 """
 
+import dataclasses
+import io
 import os
 
 import numpy as np
 import pytest
 
 import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.config import ModelConfig
 from keras_transformer.runtime import init_devices
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,3 +103,49 @@ def exported(trained_workdir, tmp_path_factory):
     result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}")
     assert "exported" in result.stdout and os.path.isfile(export_dir / "saved_model.pb")
     return export_dir
+
+
+_WORDS = ("a dog runs over the green field . two men play football in the park near river "
+          "ein hund läuft über die grüne wiese zwei männer spielen fußball im park am fluss").split()
+
+# 2 encoder layers, 1 decoder layer: PNG counts tell the kinds apart, and beam search traces fast.
+# vocab_size is replaced by the tokenizer's (small_config).
+SMALL_CONFIG = ModelConfig(vocab_size=100, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=2,
+                           num_decoder_layers=1, max_length=64)
+
+
+def _sentences(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(_WORDS, rng.integers(3, 9))) for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(tmp_path_factory):
+    """One piece per word of _WORDS (plus the four reserved ids): 34 pieces."""
+    import sentencepiece as spm
+
+    from keras_transformer.data.tokenizer import Tokenizer
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_sentences()), model_writer=model, model_type="word",
+                                   vocab_size=64, hard_vocab_limit=False, pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID,
+                                   eos_id=EOS_ID, normalization_rule_name="identity", minloglevel=2)
+    path = tmp_path_factory.mktemp("tokenizer") / "words.model"
+    path.write_bytes(model.getvalue())
+    return Tokenizer(path)
+
+
+@pytest.fixture(scope="session")
+def small_config(small_tokenizer):
+    return dataclasses.replace(SMALL_CONFIG, vocab_size=small_tokenizer.vocab_size)
+
+
+@pytest.fixture(scope="session")
+def small_model(small_config):
+    """Untrained, seeded; shared by the tests that only read it (do not compile or fit it)."""
+    import keras
+
+    from keras_transformer.model import build_model
+
+    keras.utils.set_random_seed(0)
+    return build_model(small_config)
