@@ -1,95 +1,29 @@
-"""Training callbacks: step checkpoints with resume, best checkpoints and early stopping, TensorBoard
-scalars, stop at a step count.
+"""Training callbacks: step checkpoints, best checkpoints and early stopping, TensorBoard scalars, stop at a
+step count.
 
-Checkpoints are ``tf.train.Checkpoint(model, optimizer)`` files managed by a
-``tf.train.CheckpointManager`` under ``<workdir>/checkpoints``: the manager
-writes a checkpoint's files first and only then points its index at them, so a
-process killed mid-write leaves the previous checkpoint intact and a restart
-resumes from it with the step counter and the optimizer's moments restored.
+The checkpoints themselves (what is written, how a run resumes) are ``checkpoints.CheckpointState``; these
+callbacks decide when.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
 
-from keras_transformer import checkpoint_health
+from keras_transformer.workdir import BEST_MANIFEST
+
+if TYPE_CHECKING:
+    from keras_transformer.checkpoints import CheckpointState
 
 
 def optimizer_step(optimizer) -> int:
     """Parameter updates done so far (``train_step.TransformerTrainer`` counts updates, not micro-batches)."""
     return int(optimizer.iterations.numpy())
-
-
-class CheckpointState:
-    """The model and optimizer state of a work directory (latest N checkpoints kept)."""
-
-    def __init__(self, model, directory, max_to_keep=5, is_chief=True, task_id=0):
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        # Under multi-worker training every worker must write; only the chief's files are kept.
-        directory = directory if is_chief else os.path.join(directory, f".worker_{task_id}")
-        self.is_chief = is_chief
-        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
-
-    def restore(self, prefix: str) -> int:
-        """Restore the checkpoint at ``prefix``; returns its step."""
-        self.checkpoint.restore(prefix).assert_existing_objects_matched()
-        return checkpoint_step(prefix)
-
-    def restore_latest(self) -> int:
-        """Restore the newest checkpoint the manager knows of, if any; returns its step (0 when starting fresh).
-
-        Training resumes through ``restore(checkpoints.resume_point(workdir).intact)`` instead, which walks
-        back past damaged checkpoints.
-        """
-        path = self.manager.latest_checkpoint
-        if path is None:
-            return 0
-        self.checkpoint.restore(path).assert_existing_objects_matched()
-        return checkpoint_step(path)
-
-    def save(self, step: int) -> str:
-        try:
-            path = self.manager.save(checkpoint_number=step)
-        except (tf.errors.OpError, OSError) as e:
-            raise checkpoint_write_error(os.path.join(self.manager.directory, f"ckpt-{step}"), e) from None
-        if not self.is_chief:
-            tf.io.gfile.rmtree(os.path.dirname(path))
-        return path
-
-    def write(self, prefix: str) -> None:
-        """A copy of the current state at ``prefix`` (outside the manager's last-K rotation); chief only.
-
-        Every worker writes (multi-worker saving is collective); the others' copies are removed.
-        """
-        if self.is_chief:
-            try:
-                self.checkpoint.write(prefix)
-            except (tf.errors.OpError, OSError) as e:
-                raise checkpoint_write_error(prefix, e) from None
-        else:
-            scratch = os.path.join(os.path.dirname(prefix), f".worker_{id(self)}")
-            self.checkpoint.write(os.path.join(scratch, "ckpt"))
-            tf.io.gfile.rmtree(scratch)
-
-
-def checkpoint_write_error(prefix: str, error: Exception) -> OSError:
-    """The error for a checkpoint that could not be written (a full disk, a read-only directory): its path and
-    the reason. TensorFlow has removed the partial data file by then; its empty ``<prefix>_temp`` folder goes
-    too. The checkpoints written before stay intact, so the same command resumes once the cause is fixed."""
-    with contextlib.suppress(OSError):
-        os.rmdir(f"{prefix}_temp")
-    return OSError(f"{prefix}: could not write this checkpoint ({checkpoint_health.reason(error)}); the checkpoints "
-                   "before it are intact, and the same command resumes from the newest of them once the cause is fixed")
-
-
-def checkpoint_step(path: str) -> int:
-    return int(path.rsplit("-", 1)[-1])
 
 
 class SaveCheckpoints(keras.callbacks.Callback):
@@ -120,7 +54,7 @@ class KeepBest(keras.callbacks.Callback):
     validations without a new best (0: never).
 
     ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or ``val_bleu`` (higher;
-    logged by ``DevBleu``, which must run first). ``directory/best.json`` holds every validation's
+    logged by ``DevBleu``, which must run first). ``directory/best.json`` (``BEST_MANIFEST``) holds every validation's
     (step, score) and the kept ones, best first, so a resumed run keeps its ranking and its patience.
     """
 
@@ -128,7 +62,7 @@ class KeepBest(keras.callbacks.Callback):
         super().__init__()
         self.state, self.directory, self.monitor, self.keep, self.patience = state, directory, monitor, keep, patience
         self.sign = -1.0 if monitor == "val_bleu" else 1.0  # lower sign * score is better
-        self.manifest = os.path.join(directory, "best.json")
+        self.manifest = os.path.join(directory, BEST_MANIFEST)
         saved = json.loads(tf.io.gfile.GFile(self.manifest).read()) if tf.io.gfile.exists(self.manifest) else {}
         if saved and saved["monitor"] != monitor:
             raise ValueError(f"keep_best_by: {directory} ranks checkpoints by {saved['monitor']}, not {monitor}")

@@ -7,7 +7,7 @@ without its data (or the reverse), a data shard shorter than its index says, byt
 
     problem(prefix, read=True) -> None if the checkpoint reads back whole, else why not (one phrase)
     walk_back(directory) -> Walk(intact prefix or None, [(damaged prefix, problem)], newest first)
-    set_aside(prefix, directory) -> the folder under <directory>/damaged/ its files were moved to
+    set_aside(prefix, damaged_dir) -> the folder under damaged_dir its files were moved to
     reason(error) -> why a write failed, in a few words ("No space left on device")
 
 ``read=True`` reads every tensor back, so a short or corrupt shard is found before a run relies on it (one
@@ -24,7 +24,6 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
-DAMAGED_DIR = "damaged"
 _FILE = re.compile(r"^ckpt-(\d+)\.(index|data-(\d+)-of-(\d+))$")
 
 
@@ -95,10 +94,10 @@ def reason(error: Exception) -> str:
     return message.rsplit("; ", 1)[-1]
 
 
-def set_aside(prefix: str, directory: str) -> str:
-    """Move a damaged checkpoint's files to ``<directory>/damaged/<time>/`` (so that no rotation deletes them and
-    no new save overwrites them); returns that folder."""
-    target = os.path.join(directory, DAMAGED_DIR, time.strftime("%Y%m%dT%H%M%S"))
+def set_aside(prefix: str, damaged_dir: str) -> str:
+    """Move a damaged checkpoint's files to ``<damaged_dir>/<time>/`` (``WorkDir.damaged``: out of the checkpoint
+    folder, so that no rotation deletes them and no new save overwrites them); returns that folder."""
+    target = os.path.join(damaged_dir, time.strftime("%Y%m%dT%H%M%S"))
     os.makedirs(target, exist_ok=True)
     for path in glob.glob(glob.escape(prefix) + ".*"):
         if _FILE.match(os.path.basename(path)):

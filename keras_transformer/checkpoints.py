@@ -8,28 +8,21 @@ last 5 checkpoints, which were written at 10-minute intervals."
     load_for_inference(workdir, checkpoint="latest"|"averaged"|"best"|PATH, data_dir=None)
         -> (model, recipe, tokenizer)
     initial_weights(init_from, model)                  -> tokenizer file of the run the weights came from
+    CheckpointState(model, directory, max_to_keep)     -> a training run's checkpoints: save, restore, write
 
 Training writes ``tf.train.Checkpoint(model=..., optimizer=...)`` files under
-``<workdir>/checkpoints``, and with ``keep_best_by`` the best ones by a
-validation score under ``<workdir>/checkpoints/best`` (``best.json`` ranks
-them). The average is of the model weights only (the optimizer's moments are
-not averaged and not written); it goes to
-``<workdir>/averaged/ckpt-<last step>``, with ``ckpt-<last step>.json``
-beside it naming the checkpoints that went into it.
-
-Where the weights are in a checkpoint: ``tf.train.Checkpoint(model=model)``
-alone reaches only the shared embedding, because the encoder and decoder keep
-their blocks in a Python list that Keras 3 tracks but ``tf.train.Checkpoint``
-does not. Every trainable weight is reachable through the optimizer, whose
-``_trainable_variables`` list (``model.trainable_variables`` order) the
-checkpoint stores as ``optimizer/_trainable_variables/<i>``. So weights are
-read through that path (:class:`_TrainableVariables`, which mirrors it) and an
-average is written with both paths: the same layout as a training checkpoint
-without the optimizer's slots, readable by anything that reads those.
+``<workdir>/checkpoints`` (:class:`CheckpointState`; every path of a work directory is named by
+``workdir.WorkDir``), and with ``keep_best_by`` the best ones by a validation score under
+``<workdir>/checkpoints/best`` (``best.json`` ranks them). The average is of the model weights only (the
+optimizer's moments are not averaged and not written); it goes to ``<workdir>/averaged/ckpt-<last step>``,
+with ``ckpt-<last step>.json`` beside it naming the checkpoints that went into it. Weights are found by
+their paths in the model (``model/encoder/layer_0/self_attention/query_dense/_kernel``), so a training
+checkpoint and an average read the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -41,15 +34,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer import checkpoint_health, training
+from keras_transformer import checkpoint_health
 from keras_transformer.config import Recipe
 from keras_transformer.data import tokenizer as tokenizer_lib
 from keras_transformer.model import Transformer, build_model
+from keras_transformer.workdir import WorkDir
 
-CHECKPOINT_DIR = "checkpoints"
-BEST_DIR = os.path.join(CHECKPOINT_DIR, "best")
-BEST_MANIFEST = "best.json"
-AVERAGED_DIR = "averaged"
 _CKPT = re.compile(r"^ckpt-(\d+)\.index$")
 
 
@@ -71,41 +61,97 @@ def list_checkpoints(directory: Union[str, os.PathLike]) -> List[Checkpoint]:
     return [Checkpoint(step, str(directory / name[: -len(".index")])) for step, name in sorted(found)]
 
 
-class _TrainableVariables(tf.Module):
-    """Stands in for the Keras optimizer in a checkpoint's object graph: only its list of model weights."""
+class CheckpointState:
+    """The model and optimizer state of a training run (the latest ``max_to_keep`` checkpoints kept).
 
-    def __init__(self, model: Transformer):
-        super().__init__(name="optimizer")
-        if model.non_trainable_weights:
-            raise ValueError(f"model: {len(model.non_trainable_weights)} non-trainable weights; the optimizer path "
-                             "of a checkpoint does not hold them")
-        self._trainable_variables = list(model.trainable_variables)
+    A ``tf.train.CheckpointManager`` writes a checkpoint's files first and only then points its index at them,
+    so a process killed mid-write leaves the previous checkpoint intact and a restart resumes from it with the
+    step counter and the optimizer's moments restored.
+    """
+
+    def __init__(self, model, directory, max_to_keep=5, is_chief=True, task_id=0):
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        # Under multi-worker training every worker must write; only the chief's files are kept.
+        directory = directory if is_chief else os.path.join(directory, f".worker_{task_id}")
+        self.is_chief = is_chief
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
+
+    def restore(self, prefix: str) -> int:
+        """Restore the checkpoint at ``prefix``; returns its step."""
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        return checkpoint_step(prefix)
+
+    def restore_latest(self) -> int:
+        """Restore the newest checkpoint the manager knows of, if any; returns its step (0 when starting fresh).
+
+        Training resumes through ``restore(resume_point(workdir).intact)`` instead, which walks back past
+        damaged checkpoints.
+        """
+        path = self.manager.latest_checkpoint
+        return self.restore(path) if path else 0
+
+    def save(self, step: int) -> str:
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as e:
+            raise checkpoint_write_error(os.path.join(self.manager.directory, f"ckpt-{step}"), e) from None
+        if not self.is_chief:
+            tf.io.gfile.rmtree(os.path.dirname(path))
+        return path
+
+    def write(self, prefix: str) -> None:
+        """A copy of the current state at ``prefix`` (outside the manager's last-K rotation); chief only.
+
+        Every worker writes (multi-worker saving is collective); the others' copies are removed.
+        """
+        if self.is_chief:
+            try:
+                self.checkpoint.write(prefix)
+            except (tf.errors.OpError, OSError) as e:
+                raise checkpoint_write_error(prefix, e) from None
+        else:
+            scratch = os.path.join(os.path.dirname(prefix), f".worker_{id(self)}")
+            self.checkpoint.write(os.path.join(scratch, "ckpt"))
+            tf.io.gfile.rmtree(scratch)
+
+
+def checkpoint_write_error(prefix: str, error: Exception) -> OSError:
+    """The error for a checkpoint that could not be written (a full disk, a read-only directory): its path and
+    the reason. TensorFlow has removed the partial data file by then; its empty ``<prefix>_temp`` folder goes
+    too. The checkpoints written before stay intact, so the same command resumes once the cause is fixed."""
+    with contextlib.suppress(OSError):
+        os.rmdir(f"{prefix}_temp")
+    return OSError(f"{prefix}: could not write this checkpoint ({checkpoint_health.reason(error)}); the checkpoints "
+                   "before it are intact, and the same command resumes from the newest of them once the cause is fixed")
+
+
+def checkpoint_step(path: str) -> int:
+    return int(path.rsplit("-", 1)[-1])
 
 
 def _restore(model: Transformer, path: str) -> None:
     """Model weights from a checkpoint (training or averaged). Fails unless every weight is found with its shape;
     a damaged checkpoint is a ValueError naming it (and the newest intact one beside it)."""
     try:
-        status = tf.train.Checkpoint(optimizer=_TrainableVariables(model)).read(path)  # read: no save_counter
+        status = tf.train.Checkpoint(model=model).read(path)  # read: no save_counter
     except (tf.errors.OpError, IndexError) as e:
         raise damaged_error(path, checkpoint_health.problem(path) or str(e).strip().splitlines()[0]) from None
     try:
-        status.expect_partial().assert_existing_objects_matched()  # partial: the optimizer's slots stay unread
+        status.expect_partial().assert_existing_objects_matched()  # partial: a training checkpoint's optimizer
     except AssertionError as e:
         missing = str(e).split(" Python objects")[0].rsplit(" ", 1)[-1]
-        raise ValueError(f"{path}: does not hold this model's {len(model.trainable_variables)} weights ({missing} "
+        raise ValueError(f"{path}: does not hold this model's {len(model.weights)} weights ({missing} "
                          "objects unmatched); not a checkpoint of this recipe's model?") from None
 
 
 def _write(model: Transformer, prefix: str) -> str:
-    """Model weights only, in a training checkpoint's layout (see the module docstring)."""
-    return tf.train.Checkpoint(model=model, optimizer=_TrainableVariables(model)).write(prefix)
+    """Model weights only, at the paths a training checkpoint has them."""
+    return tf.train.Checkpoint(model=model).write(prefix)
 
 
 def best_checkpoints(workdir: Union[str, os.PathLike]) -> List[Checkpoint]:
     """The kept best checkpoints of a run trained with ``keep_best_by``, best first."""
-    directory = Path(workdir) / BEST_DIR
-    manifest = directory / BEST_MANIFEST
+    directory, manifest = WorkDir(workdir).best, WorkDir(workdir).best_manifest
     if not manifest.is_file():
         raise FileNotFoundError(f"{manifest}: no best checkpoints (train with --keep_best_by=val_loss|val_bleu)")
     kept = json.loads(manifest.read_text())["kept"]  # [[step, score], ...], best first
@@ -126,14 +172,14 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
     """
     if num < 1:
         raise ValueError(f"num: must be >= 1, got {num}")
-    workdir = Path(workdir)
-    recipe = training.read_recipe(str(workdir))
+    workdir = WorkDir(workdir)
+    recipe = workdir.read_recipe()
     if best:
         chosen = sorted(best_checkpoints(workdir)[:num])  # oldest first, like the last N
     else:
-        available = list_checkpoints(workdir / CHECKPOINT_DIR)
+        available = list_checkpoints(workdir.checkpoints)
         if not available:
-            raise FileNotFoundError(f"{workdir / CHECKPOINT_DIR}: no ckpt-<step> checkpoints to average")
+            raise FileNotFoundError(f"{workdir.checkpoints}: no ckpt-<step> checkpoints to average")
         chosen = available[-num:]
     if len(chosen) < num:
         logging.warning("only %d checkpoints in %s; averaging those (asked for %d)", len(chosen), workdir, num)
@@ -149,7 +195,7 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
             weight.assign((total / len(chosen)).astype(weight.numpy().dtype))
         # non-float state (none in the Transformer today) keeps the last checkpoint's value
 
-    out_dir = Path(output_dir) if output_dir is not None else workdir / AVERAGED_DIR
+    out_dir = Path(output_dir) if output_dir is not None else workdir.averaged
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = _write(model, str(out_dir / f"ckpt-{chosen[-1].step}"))
     manifest = {
@@ -182,10 +228,10 @@ def resolve_checkpoint(workdir: Union[str, os.PathLike], checkpoint: str = "late
     if checkpoint == "best":
         found = best_checkpoints(workdir)
         if not found:
-            raise FileNotFoundError(f"{workdir / BEST_DIR}: no best checkpoints on disk")
+            raise FileNotFoundError(f"{WorkDir(workdir).best}: no best checkpoints on disk")
         path = found[0].path
     elif checkpoint in ("latest", "averaged"):
-        directory = workdir / (CHECKPOINT_DIR if checkpoint == "latest" else AVERAGED_DIR)
+        directory = WorkDir(workdir).checkpoints if checkpoint == "latest" else WorkDir(workdir).averaged
         walk = checkpoint_health.walk_back(str(directory), read=False)  # the files only; reading is _restore's
         if walk.damaged:
             raise damaged_error(*walk.damaged[0])
@@ -207,7 +253,7 @@ def resume_point(workdir: Union[str, os.PathLike]) -> checkpoint_health.Walk:
     """The checkpoint a training run in ``workdir`` resumes from: the newest that reads back whole, and the
     damaged newer ones walked back past. A ValueError when there are checkpoints but none is intact (the
     run is refused rather than silently started from scratch over them)."""
-    directory = Path(workdir) / CHECKPOINT_DIR
+    directory = WorkDir(workdir).checkpoints
     walk = checkpoint_health.walk_back(str(directory))
     if walk.damaged and walk.intact is None:
         found = "; ".join(f"{Path(prefix).name}: {problem}" for prefix, problem in walk.damaged)
@@ -223,7 +269,7 @@ def find_tokenizer(workdir: Union[str, os.PathLike], recipe: Recipe, data_dir=No
     named by the recipe's cache key (which needs the training corpus under
     ``data_dir`` to compute).
     """
-    directory = Path(workdir) / "tokenizer"
+    directory = WorkDir(workdir).tokenizer
     models = sorted(directory.glob("*.model")) if directory.is_dir() else []
     if not models:
         raise FileNotFoundError(f"{directory}: no tokenizer (*.model); the work directory is incomplete")
@@ -252,7 +298,7 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
         from keras_transformer import export
 
         return export.load_exported(workdir)
-    recipe = training.read_recipe(str(workdir))
+    recipe = WorkDir(workdir).read_recipe()
     path = resolve_checkpoint(workdir, checkpoint)
     tok = find_tokenizer(workdir, recipe, data_dir)
     if tok.vocab_size != recipe.model.vocab_size:
@@ -286,9 +332,9 @@ def _init_source(init_from: Union[str, os.PathLike], recipe: Recipe) -> Tuple[Pa
         info = json.loads((source / "assets" / export.EXPORT_INFO).read_text())
         shape_mismatch(Recipe.from_dict(info["recipe"]), recipe, str(source))
         return source, True
-    if not (source / training.RECIPE_FILE).is_file():
+    if not WorkDir(source).recipe_file.is_file():
         raise FileNotFoundError(f"--init_from: {source} is neither a SavedModel nor a training work directory")
-    shape_mismatch(training.read_recipe(str(source)), recipe, str(source))
+    shape_mismatch(WorkDir(source).read_recipe(), recipe, str(source))
     return source, False
 
 
@@ -299,15 +345,15 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
     (ValueError naming the field, never a silent retrain). A fresh one started ``--init_from`` another
     run gets that run's tokenizer, under the name this recipe's data looks it up by.
     """
-    workdir = Path(workdir)
+    workdir = WorkDir(workdir)
 
     def tokenizer_path():  # the name this recipe's data looks its tokenizer up by (stats the corpus files)
-        return workdir / "tokenizer" / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
+        return workdir.tokenizer / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
 
-    fresh = not list_checkpoints(workdir / CHECKPOINT_DIR)
+    fresh = not list_checkpoints(workdir.checkpoints)
     if not fresh:
-        shape_mismatch(training.read_recipe(str(workdir)), recipe, str(workdir))
-        others = sorted(p.name for p in (workdir / "tokenizer").glob("*.model"))
+        shape_mismatch(workdir.read_recipe(), recipe, str(workdir))
+        others = sorted(p.name for p in workdir.tokenizer.glob("*.model"))
         if others and not tokenizer_path().is_file():
             raise ValueError(f"tokenizer: {workdir} was trained with tokenizer/{others[0]} (another corpus, "
                              f"vocabulary or seed); this run's data needs {tokenizer_path().name}. Resume with the "
@@ -346,6 +392,6 @@ def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, reci
         for weight, value in zip(model.weights, exported.weights):
             weight.assign(value)
     else:
-        has_average = bool(list_checkpoints(source / AVERAGED_DIR))
+        has_average = bool(list_checkpoints(WorkDir(source).averaged))
         _restore(model, resolve_checkpoint(source, "averaged" if has_average else "latest"))
     logging.info("initialised the weights from %s", source)

@@ -14,6 +14,10 @@ import numbers
 from typing import Any, Optional, Tuple
 
 
+# The tf.distribute strategies ``training.make_strategy`` builds (``--strategy``); the first is the default.
+STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
+
+
 def _require(condition: bool, field: str, message: str) -> None:
     if not condition:
         raise ValueError(f"{field}: {message}")

@@ -111,18 +111,6 @@ class Transformer(keras.Model):
         self.call((ids, ids), training=False)
         self.built = True
 
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Skip Keras' symbolic build once everything is built (``training.compile_model`` does it).
-
-        Keras' TensorFlow trainer otherwise takes the first distributed batch and
-        averages it across replicas to build compiled state, which turns integer
-        ids into floats and fails outright under MultiWorkerMirroredStrategy.
-        """
-        compiled = [getattr(self, "_compile_loss", None), getattr(self, "_compile_metrics", None), self.optimizer]
-        if self.built and all(c is None or c.built for c in compiled):
-            return
-        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-
     def get_build_config(self):
         return {"built": True}
 

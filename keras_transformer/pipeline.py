@@ -117,15 +117,15 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     start = time.time()
     summary = training.train(recipe, workdir, data_dir, strategy)
     train_seconds = time.time() - start
-    log(f"[1/5] trained {recipe.name} to step {summary['steps']} in {train_seconds:.0f} s")
+    log(f"[1/5] trained {recipe.name} to step {summary.steps} in {train_seconds:.0f} s")
     best = bool(recipe.train.keep_best_by)  # the best checkpoints by validation, else the last ones
     averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)
     with open(f"{averaged}.json") as f:
         averaged_steps = json.load(f)["steps"]
     chosen = f"best by {recipe.train.keep_best_by}" if best else "last"
     log(f"[2/5] averaged the {chosen} checkpoints, steps {averaged_steps}, into {averaged} (§6.1)")
-    return averaged, {"step": summary["steps"], "train_seconds": round(train_seconds, 1),
-                      "stopped_by_time": summary.get("stopped_by_time", False), "averaged_steps": averaged_steps}
+    return averaged, {"step": summary.steps, "train_seconds": round(train_seconds, 1),
+                      "stopped_by_time": summary.stopped_by_time, "averaged_steps": averaged_steps}
 
 
 def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print) -> None:

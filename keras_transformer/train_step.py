@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer import losses
+from keras_transformer import _keras_compat, losses
 from keras_transformer.config import ModelConfig
 from keras_transformer.model import Transformer
 
@@ -52,8 +52,12 @@ def _add(variable, value):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerTrainer(Transformer):
-    """The Transformer with the §5 training step; ``accumulation`` micro-batches per update."""
+class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
+    """The Transformer with the §5 training step; ``accumulation`` micro-batches per update.
+
+    Built, compiled and its optimizer built before ``fit`` (``training.compile_model``), which therefore skips
+    Keras' symbolic build (``_keras_compat.SymbolicBuildOnce``).
+    """
 
     def __init__(self, config: Union[ModelConfig, dict], label_smoothing: float = 0.1, accumulation: int = 1,
                  **kwargs):
@@ -97,12 +101,7 @@ class TransformerTrainer(Transformer):
         return self._logs()
 
     def _logs(self):
-        logs = self.token_metrics.result()
-        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            # Keras 3.15 reduces per-replica logs with strategy.reduce("MEAN", v, axis=0) under
-            # MultiWorkerMirroredStrategy, which rejects scalars; [1]-shaped logs reduce to the mean.
-            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
-        return logs
+        return _keras_compat.per_replica_logs(self.token_metrics.result(), self.distribute_strategy)
 
     # -- gradient accumulation -------------------------------------------------------------------
 

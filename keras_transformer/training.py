@@ -15,22 +15,33 @@ import math
 import os
 import sys
 import time
-import warnings
-from typing import Optional
+from typing import Dict, List, Optional
 
 import keras
 import tensorflow as tf
 from absl import logging
 
+from keras_transformer import _keras_compat
 from keras_transformer import callbacks as kt_callbacks
-from keras_transformer.config import Recipe
+from keras_transformer.config import STRATEGIES, Recipe
 from keras_transformer.data import batching
 from keras_transformer.runtime import quietly
 from keras_transformer.schedules import paper_adam
 from keras_transformer.train_step import TransformerTrainer, build_trainer
+from keras_transformer.workdir import WorkDir
 
-STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
-RECIPE_FILE = "recipe.json"
+
+@dataclasses.dataclass(frozen=True)
+class TrainSummary:
+    """What one :func:`train` call did (the chief also writes it to ``<workdir>/train_summary.json``)."""
+
+    steps: int  # parameter updates made so far (the optimizer's step)
+    resumed_from: int  # the step the call started from (0: a fresh run)
+    weights_sha256: str  # weights_digest() at the end: equal digests mean bit-identical weights
+    train_seconds: float = 0.0  # wall time of model.fit
+    stopped_by_time: bool = False  # recipe.train.max_train_minutes ended it
+    stopped_early: bool = False  # keep_best_by's early_stopping_patience ended it
+    history: Dict[str, List[float]] = dataclasses.field(default_factory=dict)  # Keras' logs, one per checkpoint
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
@@ -77,31 +88,28 @@ def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = N
     return model
 
 
-def _is_chief(strategy) -> tuple:
+def _cluster_task(strategy) -> tuple:
+    """(task type or None outside a cluster, task index) of this process."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
-        return True, 0
-    task_type, task_id = resolver.task_type, resolver.task_id or 0
-    return task_type == "chief" or (task_type == "worker" and task_id == 0), task_id
+        return None, 0
+    return resolver.task_type, resolver.task_id or 0
 
 
-def write_recipe(recipe: Recipe, workdir: str) -> None:
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, RECIPE_FILE), "w") as f:
-        f.write(recipe.to_json() + "\n")
+def is_chief(strategy) -> bool:
+    """Whether this process owns the work directory: the only process, a cluster's chief, or else worker 0."""
+    task_type, index = _cluster_task(strategy)
+    return task_type in (None, "chief") or (task_type == "worker" and index == 0)
 
 
-def read_recipe(workdir: str) -> Recipe:
-    path = os.path.join(workdir, RECIPE_FILE)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no recipe.json; is {workdir} a training work directory?")
-    with open(path) as f:
-        return Recipe.from_dict(json.load(f))
+def task_id(strategy) -> int:
+    """This process's index among its cluster's tasks of the same type (0 outside a cluster)."""
+    return _cluster_task(strategy)[1]
 
 
 def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy="mirrored", datasets=None,
-          verbose: Optional[int] = None, train_epochs: Optional[int] = None) -> dict:
-    """Train ``recipe`` into ``workdir``; resumable. Returns a summary dict (steps, losses, timing).
+          verbose: Optional[int] = None, train_epochs: Optional[int] = None) -> TrainSummary:
+    """Train ``recipe`` into ``workdir``; resumable. Returns what it did (steps, losses, timing).
 
     ``strategy`` is a name for ``make_strategy`` or a ``tf.distribute.Strategy``.
     ``datasets`` = (train, validation) may be given directly (tests); by default
@@ -116,12 +124,13 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     """
     from keras_transformer import workdir_lock
 
+    if train_epochs is not None and train_epochs <= 0:
+        raise ValueError(f"train_epochs: must be positive, got {train_epochs}")
     if isinstance(strategy, str):
         strategy = make_strategy(strategy)
-    is_chief, _ = _is_chief(strategy)
     if recipe.train.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
-    if not is_chief:  # every worker of a multi-worker run shares the chief's work directory; the chief owns it
+    if not is_chief(strategy):  # every worker of a multi-worker run shares the chief's work directory, which it owns
         return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
     try:
         with workdir_lock.hold(workdir):
@@ -131,21 +140,21 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
 
 
 def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.distribute.Strategy, datasets,
-           verbose: Optional[int], train_epochs: Optional[int]) -> dict:
+           verbose: Optional[int], train_epochs: Optional[int]) -> TrainSummary:
     from keras_transformer import checkpoint_health, checkpoints
 
-    is_chief, task_id = _is_chief(strategy)
+    chief, paths = is_chief(strategy), WorkDir(workdir)
     fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir)
-    resume = checkpoints.resume_point(workdir) if is_chief else None  # refuses when every checkpoint is damaged
+    resume = checkpoints.resume_point(workdir) if chief else None  # refuses when every checkpoint is damaged
     if train_epochs is not None:
         steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
         recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
     t = recipe.train
-    if is_chief and verbose != 0:
-        print(f"resolved recipe (also in {os.path.join(workdir, RECIPE_FILE)}):\n{recipe.to_json()}", flush=True)
+    if chief and verbose != 0:
+        print(f"resolved recipe (also in {paths.recipe_file}):\n{recipe.to_json()}", flush=True)
     keras.utils.set_random_seed(t.seed)
     plan = batch_plan(recipe, strategy)
-    if is_chief and verbose != 0:
+    if chief and verbose != 0:
         print(f"tokens per update: {plan.tokens_per_update} per side = {plan.replicas} replica(s) x "
               f"{plan.accumulation} micro-batch(es) x {plan.replica_tokens} (tokens_per_batch="
               f"{recipe.data.tokens_per_batch}, max_tokens_per_device={recipe.data.max_tokens_per_device or 'none'})",
@@ -159,11 +168,10 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     else:
         train_ds, eval_ds = datasets
         tok = None
-    if is_chief:  # the corpus has passed its check: from here on the run writes into the work directory
-        write_recipe(recipe, workdir)
-        checkpoint_dir = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+    if chief:  # the corpus has passed its check: from here on the run writes into the work directory
+        paths.write_recipe(recipe)
         for prefix, problem in resume.damaged:
-            kept = checkpoint_health.set_aside(prefix, checkpoint_dir)
+            kept = checkpoint_health.set_aside(prefix, str(paths.damaged))
             print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
                   f"{resume.intact}", file=sys.stderr, flush=True)
     if t.eval_batches and eval_ds is not None:
@@ -172,16 +180,15 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
 
     model = compile_model(recipe, strategy, plan.accumulation)
-    state = kt_callbacks.CheckpointState(model, os.path.join(workdir, "checkpoints"), t.keep_checkpoints, is_chief,
-                                         task_id)
-    start_step = (state.restore(resume.intact) if resume.intact else 0) if is_chief else state.restore_latest()
+    state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
+    start_step = (state.restore(resume.intact) if resume.intact else 0) if chief else state.restore_latest()
     if start_step:
         logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:
         checkpoints.initial_weights(t.init_from, model, recipe)
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
-        return {"steps": start_step, "resumed_from": start_step, "history": {}}
+        return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model))
     # Continue the data stream where the checkpoint left it: no batch seen twice, none skipped.
     train_ds = train_ds.skip(start_step * plan.accumulation)
     options = tf.data.Options()
@@ -195,35 +202,33 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     callbacks = [
         stop,
         keras.callbacks.TerminateOnNaN(),
-        kt_callbacks.TensorBoardScalars(os.path.join(workdir, "tensorboard"), every=max(1, min(50, t.checkpoint_every)),
+        kt_callbacks.TensorBoardScalars(str(paths.tensorboard), every=max(1, min(50, t.checkpoint_every)),
                                         log_lines=not interactive and verbose != 0),
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
-    if t.bleu_samples and is_chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
+    if t.bleu_samples and chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
         from keras_transformer.bleu_callback import DevBleu
         from keras_transformer.data import tokenizer as tokenizer_lib
 
         tok = tok or tokenizer_lib.get_or_train(recipe, workdir, data_dir)
-        callbacks.append(DevBleu.from_eval_split(recipe, tok, os.path.join(workdir, "tensorboard"), t.bleu_samples,
-                                                 data_dir))
+        callbacks.append(DevBleu.from_eval_split(recipe, tok, str(paths.tensorboard), t.bleu_samples, data_dir))
     keep_best = None
     if t.keep_best_by:  # after DevBleu, whose val_bleu it may rank by
-        keep_best = kt_callbacks.KeepBest(state, os.path.join(workdir, checkpoints.BEST_DIR), t.keep_best_by,
-                                          t.keep_best, t.early_stopping_patience)
+        keep_best = kt_callbacks.KeepBest(state, str(paths.best), t.keep_best_by, t.keep_best,
+                                          t.early_stopping_patience)
         callbacks.append(keep_best)
     start = time.time()
-    # Keras warns when a dataset of unknown length ends (our validation pass) and about `shuffle`.
-    warnings.filterwarnings("ignore", message=".*ran out of data.*")
-    warnings.filterwarnings("ignore", message=".*`shuffle=True` was passed.*")
-    history = model.fit(
-        train_ds,
-        validation_data=eval_ds,
-        epochs=epochs,
-        initial_epoch=start_step // t.checkpoint_every,
-        steps_per_epoch=batches_per_epoch,
-        callbacks=callbacks,
-        verbose=(1 if interactive else 0) if verbose is None else verbose,
-    )
+    with _keras_compat.quiet_fit():
+        history = model.fit(
+            train_ds,
+            validation_data=eval_ds,
+            epochs=epochs,
+            initial_epoch=start_step // t.checkpoint_every,
+            steps_per_epoch=batches_per_epoch,
+            shuffle=False,  # the tf.data pipeline shuffles (batching.py)
+            callbacks=callbacks,
+            verbose=(1 if interactive else 0) if verbose is None else verbose,
+        )
     keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
     steps = kt_callbacks.optimizer_step(model.optimizer)
     if stop.stopped_by_time:
@@ -232,18 +237,17 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     if stopped_early:
         logging.info("Stopped at step %d: %s has not improved for %d validations.", steps, t.keep_best_by,
                      t.early_stopping_patience)
-    summary = {
-        "steps": steps,
-        "weights_sha256": weights_digest(model),
-        "resumed_from": start_step,
-        "train_seconds": time.time() - start,
-        "stopped_by_time": stop.stopped_by_time,
-        "stopped_early": stopped_early,
-        "history": {k: [float(x) for x in v] for k, v in history.history.items()},
-    }
-    if is_chief:
-        with open(os.path.join(workdir, "train_summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
+    summary = TrainSummary(
+        steps=steps,
+        resumed_from=start_step,
+        weights_sha256=weights_digest(model),
+        train_seconds=time.time() - start,
+        stopped_by_time=stop.stopped_by_time,
+        stopped_early=stopped_early,
+        history={k: [float(x) for x in v] for k, v in history.history.items()},
+    )
+    if chief:
+        paths.train_summary.write_text(json.dumps(dataclasses.asdict(summary), indent=2))
     return summary
 
 

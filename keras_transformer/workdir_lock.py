@@ -22,7 +22,8 @@ import sys
 import time
 from typing import Iterator, Optional
 
-LOCK_FILE = "train.lock"
+from keras_transformer.workdir import WorkDir
+
 
 
 class WorkdirBusy(ValueError):
@@ -73,7 +74,7 @@ def hold(workdir, log=None) -> Iterator[str]:
     """
     created = not os.path.isdir(workdir)
     os.makedirs(workdir, exist_ok=True)
-    path = os.path.join(workdir, LOCK_FILE)
+    path = str(WorkDir(workdir).lock)
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Dict
 
 from keras_transformer.config import Recipe
+from keras_transformer.workdir import RECIPE_FILE
 from recipes import base, big, multi30k, ptb_sample, table3, tiny, wmt14_enfr, wsj_paper
 
-RECIPE_FILE = "recipe.json"  # what a training run writes into its work directory
 
 _RECIPES: Dict[str, Recipe] = {
     r.name: r

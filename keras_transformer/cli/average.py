@@ -23,14 +23,13 @@ FLAGS = flags.FLAGS
 
 def _check_num(num: int) -> None:
     """Exit naming --num when the work directory holds fewer checkpoints (of the kind --best picks) than asked for."""
-    from pathlib import Path
-
     from keras_transformer import checkpoints
+    from keras_transformer.workdir import WorkDir
 
     if FLAGS.best:
-        found, where = checkpoints.best_checkpoints(FLAGS.model), Path(FLAGS.model) / checkpoints.BEST_DIR
+        found, where = checkpoints.best_checkpoints(FLAGS.model), WorkDir(FLAGS.model).best
     else:
-        where = Path(FLAGS.model) / checkpoints.CHECKPOINT_DIR
+        where = WorkDir(FLAGS.model).checkpoints
         found = checkpoints.list_checkpoints(where)
     if found and num > len(found):
         steps = ", ".join(str(c.step) for c in sorted(found))
@@ -44,10 +43,11 @@ def main(argv):
         common.fail("--model: required (a training work directory)")
     if FLAGS.num is not None and FLAGS.num < 1:
         common.fail(f"--num: must be >= 1, got {FLAGS.num}")
-    from keras_transformer import checkpoints, training
+    from keras_transformer import checkpoints
+    from keras_transformer.workdir import WorkDir
 
     try:
-        num = FLAGS.num or training.read_recipe(FLAGS.model).decode.average_checkpoints
+        num = FLAGS.num or WorkDir(FLAGS.model).read_recipe().decode.average_checkpoints
         if FLAGS.num is not None:  # asked for explicitly: fewer there is an error, not a smaller average
             _check_num(FLAGS.num)
         path = checkpoints.average_checkpoints(FLAGS.model, num, FLAGS.output_dir, best=FLAGS.best)

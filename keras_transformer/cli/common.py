@@ -12,6 +12,8 @@ import sys
 
 from absl import app, flags
 
+from keras_transformer.config import STRATEGIES
+
 FLAGS = flags.FLAGS
 
 _PREFIX_HELP = ("Your own parallel text for the {} split: files PREFIX.<source_lang>[.gz] and "
@@ -78,12 +80,19 @@ _POSITIVE = ("num_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the co
 
 
 def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
+    import recipes
+
+    names = [n for n in recipes.names() if not n.startswith("table3_")] + ["table3_* (Table 3's rows)"]
     flags.DEFINE_string(
         "recipe", default,
-        "A recipe name (recipes/: tiny, multi30k, multi30k_demo, base, big, base_enfr, big_enfr, table3_*; parsing: "
-        "ptb_sample, wsj_paper), or a recipe JSON file such as the recipe.json a training run writes (or that run's "
-        "work directory).",
+        f"A recipe name (recipes/: {', '.join(names)}), or a recipe JSON file such as the recipe.json a training run "
+        "writes (or that run's work directory).",
         flag_values=flag_values)
+
+
+def define_strategy_flag() -> None:
+    """--strategy: the tf.distribute strategy training runs under (``config.STRATEGIES``)."""
+    flags.DEFINE_enum("strategy", STRATEGIES[0], list(STRATEGIES), "tf.distribute strategy.")
 
 
 def define_data_dir_flag() -> None:

@@ -24,7 +24,7 @@ common.define_data_dir_flag()
 flags.DEFINE_string("workdir", "runs/demo", "Training work directory.")
 flags.DEFINE_string("export_dir", "saved_models/demo", "Where the SavedModel goes.")
 flags.DEFINE_integer("eval_sentences", None, "Score only the first N test sentences (default: all).")
-flags.DEFINE_enum("strategy", "mirrored", ["mirrored", "one_device", "multi_worker", "tpu"], "tf.distribute strategy.")
+common.define_strategy_flag()
 FLAGS = flags.FLAGS
 
 

@@ -28,12 +28,13 @@ FLAGS = flags.FLAGS
 
 
 def _learning_rate_paths():
-    from keras_transformer import plotting, training
+    from keras_transformer import plotting
+    from keras_transformer.workdir import WorkDir
 
     if FLAGS.recipe:
         recipe = common.load_recipe(FLAGS.recipe)
     elif FLAGS.model:
-        recipe = training.read_recipe(FLAGS.model)
+        recipe = WorkDir(FLAGS.model).read_recipe()
     else:
         common.fail("--recipe: required with --learning_rate_schedule (or give --model=WORKDIR)")
     return plotting.plot_learning_rate(recipe, FLAGS.output_dir)

@@ -18,7 +18,7 @@ from keras_transformer.cli import common
 common.define_recipe_override_flags(training=True, default="tiny")  # --recipe and one flag per config field
 common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Work directory: checkpoints, TensorBoard logs, tokenizer, resolved recipe.")
-flags.DEFINE_enum("strategy", "mirrored", ["mirrored", "one_device", "multi_worker", "tpu"], "tf.distribute strategy.")
+common.define_strategy_flag()
 flags.DEFINE_integer("train_epochs", None, "Instead of --train_steps: passes over the training corpus.")
 FLAGS = flags.FLAGS
 
@@ -27,20 +27,17 @@ def main(argv):
     del argv
     if not FLAGS.workdir:
         common.fail("--workdir: required (where checkpoints and logs go)")
-    if FLAGS.train_epochs is not None and FLAGS.train_epochs <= 0:
-        common.fail(f"--train_epochs: must be positive, got {FLAGS.train_epochs}")
     recipe = common.resolve_recipe(FLAGS)
     from keras_transformer import training
     from keras_transformer.data import corpora
 
     try:
-        tfds_corpus = recipe.data.corpus in corpora.TFDS_NAMES  # TFDS keeps its own data directory
-        data_dir = FLAGS.data_dir if tfds_corpus else corpora.resolve_data_dir(FLAGS.data_dir)
+        data_dir = corpora.corpus_data_dir(recipe.data, FLAGS.data_dir)
         summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy, train_epochs=FLAGS.train_epochs)
     except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
-    logging.info("Trained to step %d", summary["steps"])
-    print(f"trained {recipe.name} to step {summary['steps']} in {FLAGS.workdir}")
+    logging.info("Trained to step %d", summary.steps)
+    print(f"trained {recipe.name} to step {summary.steps} in {FLAGS.workdir}")
 
 
 def run():

@@ -83,6 +83,12 @@ class CorpusStats:
         return self.pairs_read - self.empty_skipped
 
 
+def corpus_data_dir(data, flag_value: Union[str, os.PathLike, None] = None) -> Union[str, os.PathLike, None]:
+    """The data directory for ``data``'s corpus (a ``DataConfig``): TFDS corpora keep ``--data_dir`` as given (None:
+    TFDS's own), the others :func:`resolve_data_dir` it."""
+    return flag_value if data.corpus in TFDS_NAMES else resolve_data_dir(flag_value)
+
+
 def resolve_data_dir(flag_value: Union[str, os.PathLike, None] = None) -> Path:
     """``--data_dir`` if given, else ``$KT_DATA_DIR``, else ``../shared/data`` beside the repository.
 

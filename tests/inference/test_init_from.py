@@ -9,6 +9,7 @@ import pytest
 
 from keras_transformer import checkpoints, training
 from keras_transformer.data import tokenizer as tokenizer_lib
+from keras_transformer.workdir import WorkDir
 from tests.inference.support import inference_recipe, run_cli
 
 
@@ -31,7 +32,7 @@ def test_weights_and_tokenizer_come_from_the_source(trained_workdir, exported, t
 
     model = training.compile_model(recipe)
     checkpoints.initial_weights(path, model, recipe)
-    has_average = bool(checkpoints.list_checkpoints(trained_workdir / checkpoints.AVERAGED_DIR))
+    has_average = bool(checkpoints.list_checkpoints(WorkDir(trained_workdir).averaged))
     expected, _, _ = checkpoints.load_for_inference(
         trained_workdir, "averaged" if source == "workdir" and has_average else "latest")
     for ours, theirs in zip(_weights(model), _weights(expected)):

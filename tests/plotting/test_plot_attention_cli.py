@@ -11,7 +11,8 @@ from PIL import Image
 
 import recipes
 from keras_transformer import training
-from keras_transformer.callbacks import CheckpointState
+from keras_transformer.checkpoints import CheckpointState
+from keras_transformer.workdir import WorkDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,7 @@ def test_plots_attention_of_a_work_directory_and_a_learning_rate_curve(small_con
 
     workdir = tmp_path / "run"
     recipe = dataclasses.replace(recipes.get("tiny"), model=small_config)
-    training.write_recipe(recipe, str(workdir))
+    WorkDir(workdir).write_recipe(recipe)
     model = training.compile_model(recipe)  # saved as training saves it: model and optimizer
     CheckpointState(model, str(workdir / "checkpoints")).save(7)
     (workdir / "tokenizer").mkdir()

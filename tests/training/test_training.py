@@ -9,7 +9,8 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from keras_transformer import training
-from keras_transformer.callbacks import CheckpointState
+from keras_transformer.checkpoints import CheckpointState
+from keras_transformer.workdir import WorkDir
 
 from tests.synthetic import as_dataset, copy_batches
 
@@ -27,8 +28,8 @@ def _datasets():
 def test_trains_to_the_step_count_and_writes_scalars(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe)
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
-    assert summary["steps"] == 6 and summary["resumed_from"] == 0
-    assert training.read_recipe(str(tmp_path)) == recipe
+    assert summary.steps == 6 and summary.resumed_from == 0
+    assert WorkDir(tmp_path).read_recipe() == recipe
     checkpoints = sorted(glob.glob(str(tmp_path / "checkpoints" / "ckpt-*.index")))
     assert [os.path.basename(p) for p in checkpoints] == ["ckpt-3.index", "ckpt-6.index"]
     train_events = EventAccumulator(str(tmp_path / "tensorboard" / "train")).Reload()
@@ -51,24 +52,24 @@ def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
 
     summary = training.train(_recipe(tiny_recipe, train_steps=6), str(tmp_path), strategy="one_device",
                              datasets=_datasets(), verbose=0)
-    assert summary["resumed_from"] == 3 and summary["steps"] == 6
+    assert summary.resumed_from == 3 and summary.steps == 6
 
 
 def test_wall_clock_cap_stops_early_and_checkpoints_the_step_reached(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, max_train_minutes=1e-6)  # spent during the first step
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
-    assert summary["stopped_by_time"] and summary["steps"] == 1
+    assert summary.stopped_by_time and summary.steps == 1
     assert CheckpointState(training.compile_model(recipe), str(tmp_path / "checkpoints")).restore_latest() == 1
 
     summary = training.train(_recipe(tiny_recipe), str(tmp_path), strategy="one_device", datasets=_datasets(),
                              verbose=0)  # no cap: resumes and finishes
-    assert not summary["stopped_by_time"] and (summary["resumed_from"], summary["steps"]) == (1, 6)
+    assert not summary.stopped_by_time and (summary.resumed_from, summary.steps) == (1, 6)
 
 
 def test_gradient_accumulation_counts_updates(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, gradient_accumulation_steps=2)
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
-    assert summary["steps"] == 2
+    assert summary.steps == 2
     model = training.compile_model(recipe)
     CheckpointState(model, str(tmp_path / "checkpoints")).restore_latest()
     assert int(model.optimizer.iterations.numpy()) == 2  # updates, each of 2 micro-batches
@@ -93,5 +94,5 @@ def test_mixed_bfloat16_trains_and_leaves_float32_behind(tiny_recipe, tmp_path):
 
     recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, mixed_precision=True)
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
-    assert summary["steps"] == 2 and np.isfinite(summary["history"]["loss"][-1])
+    assert summary.steps == 2 and np.isfinite(summary.history["loss"][-1])
     assert keras.mixed_precision.dtype_policy().name == "float32"

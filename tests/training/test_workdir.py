@@ -31,8 +31,8 @@ def test_an_interrupted_run_sees_the_batches_of_an_uninterrupted_one(tiny_recipe
                            str(tmp_path / "split"), strategy="one_device", datasets=_datasets(), verbose=0)
     second = training.train(_recipe(tiny_recipe, gradient_accumulation_steps=accumulation), str(tmp_path / "split"),
                             strategy="one_device", datasets=_datasets(), verbose=0)
-    assert (first["steps"], second["resumed_from"], second["steps"]) == (2, 2, 4)
-    assert second["weights_sha256"] == whole["weights_sha256"]  # bit-identical: same batches in the same order
+    assert (first.steps, second.resumed_from, second.steps) == (2, 2, 4)
+    assert second.weights_sha256 == whole.weights_sha256  # bit-identical: same batches in the same order
 
 
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
@@ -100,8 +100,8 @@ def test_early_stopping_after_patience_validations_without_a_new_best(tmp_path):
 def test_keep_best_in_training_and_averaging_the_best(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, train_steps=6, checkpoint_every=1, keep_best_by="val_loss", keep_best=2)
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
-    assert summary["steps"] == 6 and not summary["stopped_early"]
-    val_losses = summary["history"]["val_loss"]
+    assert summary.steps == 6 and not summary.stopped_early
+    val_losses = summary.history["val_loss"]
     best = checkpoints.best_checkpoints(tmp_path)
     expected = sorted(range(1, 7), key=lambda s: val_losses[s - 1])[:2]
     assert [c.step for c in best] == expected

@@ -1,0 +1,66 @@
+"""A training work directory: the one place that names every path in it.
+
+    <workdir>/
+      recipe.json              the run's resolved recipe                  WorkDir.recipe_file (read/write_recipe)
+      train.lock               held while a training run owns it          WorkDir.lock (workdir_lock)
+      corpus/                  the corpus check's cache and sample        WorkDir.corpus_cache
+      tokenizer/<key>.model    the SentencePiece model(s)                 WorkDir.tokenizer
+      checkpoints/ckpt-<step>  the last ``keep_checkpoints`` of training  WorkDir.checkpoints
+      checkpoints/best/        the best by validation, ranked in best.json  WorkDir.best, WorkDir.best_manifest
+      checkpoints/damaged/     checkpoints set aside when a resume skips them  WorkDir.damaged
+      averaged/ckpt-<step>     averages of checkpoints (§6.1), a .json beside each  WorkDir.averaged
+      tensorboard/             TensorBoard scalars                        WorkDir.tensorboard
+      train_summary.json       what the last training call did           WorkDir.train_summary
+
+Only names and the recipe file live here (no TensorFlow): writing and reading checkpoints is
+``checkpoints.py``, the lock is ``workdir_lock.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Union
+
+from keras_transformer.config import Recipe
+
+RECIPE_FILE = "recipe.json"
+BEST_MANIFEST = "best.json"  # beside the best checkpoints: every validation's score and the ranking
+
+
+class WorkDir:
+    """The paths of the training work directory ``root`` (nothing is created until written)."""
+
+    def __init__(self, root: Union[str, os.PathLike]):
+        self.root = Path(root)
+
+    def __fspath__(self) -> str:
+        return str(self.root)
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+    def __repr__(self) -> str:
+        return f"WorkDir({str(self.root)!r})"
+
+    recipe_file = property(lambda self: self.root / RECIPE_FILE)
+    lock = property(lambda self: self.root / "train.lock")
+    corpus_cache = property(lambda self: self.root / "corpus")
+    tokenizer = property(lambda self: self.root / "tokenizer")
+    checkpoints = property(lambda self: self.root / "checkpoints")
+    best = property(lambda self: self.checkpoints / "best")
+    best_manifest = property(lambda self: self.best / BEST_MANIFEST)
+    damaged = property(lambda self: self.checkpoints / "damaged")
+    averaged = property(lambda self: self.root / "averaged")
+    tensorboard = property(lambda self: self.root / "tensorboard")
+    train_summary = property(lambda self: self.root / "train_summary.json")
+
+    def write_recipe(self, recipe: Recipe) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.recipe_file.write_text(recipe.to_json() + "\n")
+
+    def read_recipe(self) -> Recipe:
+        if not self.recipe_file.exists():
+            raise FileNotFoundError(f"{self.recipe_file}: no {RECIPE_FILE}; is {self.root} a training work directory?")
+        return Recipe.from_dict(json.loads(self.recipe_file.read_text()))
