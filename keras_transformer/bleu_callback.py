@@ -27,8 +27,9 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer import EOS_ID, PAD_ID, evaluation
+from keras_transformer import PAD_ID, evaluation
 from keras_transformer.callbacks import optimizer_step
+from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids
 
 
@@ -72,8 +73,7 @@ class DevBleu(keras.callbacks.Callback):
     def _translate_batch(self, strings):
         """[B] source strings -> [B] detokenized best hypotheses (traced once per model)."""
         ids = self.tokenizer.tokenize(strings)[:, : self.model.config.max_length - 1]  # [B, (S - 1)]
-        eos = tf.fill([ids.nrows(), 1], EOS_ID)  # [B, 1]
-        source_ids = tf.concat([ids, eos], axis=1).to_tensor(PAD_ID)  # [B, S], EOS-terminated as in training
+        source_ids = append_eos(ids).to_tensor(PAD_ID)  # [B, S], EOS-terminated as in training
         sequences, _ = translate_ids(self.model, source_ids, self.beam_size, self.alpha, self.extra_length)  # [B, K, T]
         return self.tokenizer.detokenize(sequences[:, 0, :])  # [B], best beam up to its EOS
 

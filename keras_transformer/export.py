@@ -66,8 +66,9 @@ import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import DECODE_OPTIONS, Recipe
-from keras_transformer.data.tokenizer import Tokenizer
+from keras_transformer.data.tokenizer import Tokenizer, append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
+from keras_transformer.decoding.model_step import source_lengths
 
 TEXT_SIGNATURES = ("serving_default", "translate_with_options")
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
@@ -91,7 +92,7 @@ def max_source_length(recipe: Recipe) -> int:
 def truncate_source(source_ids, max_length: int):
     """source_ids [B, S] (ids, EOS, PAD) -> [B, min(S, max_length)]: rows too long keep max_length - 1 ids + EOS."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)  # [B]
+    lengths = source_lengths(source_ids)  # [B]
     cut = source_ids[:, :max_length]  # [B, S']
     at_last = tf.equal(tf.range(tf.shape(cut)[1]), max_length - 1)[None, :]  # [1, S']
     return tf.where(at_last & (lengths > max_length)[:, None], EOS_ID, cut)  # [B, S']
@@ -186,9 +187,7 @@ class Translator(tf.Module):
 
     def encode(self, inputs):
         """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after (not yet truncated)."""
-        pieces = self._tokenizer.tokenize(inputs)  # [B, (n)]
-        eos = tf.fill([pieces.nrows(), 1], EOS_ID)  # [B, 1]
-        return tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)  # [B, S]
+        return append_eos(self._tokenizer.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
 
     def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
         source_ids = truncate_source(source_ids, self._max_source_length)  # [B, S]

@@ -41,8 +41,9 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import EOS_ID, PAD_ID, export, inference, parse_scoring
+from keras_transformer import PAD_ID, export, inference, parse_scoring
 from keras_transformer.data import trees as trees_lib
+from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids, tree_constraint
 
 SIGNATURES = ("serving_default", "parse_with_options")
@@ -129,8 +130,7 @@ class Parser(tf.Module):
 
     def _source_ids(self, inputs):
         """inputs [B] -> source_ids [B, S]: subwords + EOS, PAD after, truncated as in training."""
-        pieces = self._tokenizer.tokenize(inputs)  # [B, (n)]
-        source_ids = tf.concat([pieces, tf.fill([pieces.nrows(), 1], EOS_ID)], axis=1).to_tensor(PAD_ID)
+        source_ids = append_eos(self._tokenizer.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
         return export.truncate_source(source_ids, self._max_source_length)  # [B, S]
 
     def _parse(self, inputs, beam_size, alpha, extra_length):

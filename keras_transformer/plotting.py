@@ -29,6 +29,7 @@ import tensorflow as tf
 from matplotlib.figure import Figure
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids
 from keras_transformer.schedules import NoamSchedule
 
@@ -77,7 +78,7 @@ def best_translation_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length
 def attention_data(model, tokenizer, source: str, reference: Optional[str] = None, beam_size=4, alpha=0.6,
                    extra_length=50) -> AttentionData:
     """Attention weights of ``model`` for ``source`` and its beam translation (or ``reference``)."""
-    source_ids = np.append(tokenizer.tokenize([source])[0].numpy(), EOS_ID).astype(np.int32)  # [S]
+    source_ids = append_eos(tokenizer.tokenize([source]))[0].numpy().astype(np.int32)  # [S]
     if source_ids.size > model.config.max_length:
         raise ValueError(f"sentence: {source_ids.size} subword tokens exceed max_length={model.config.max_length}")
     if reference is None:

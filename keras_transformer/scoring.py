@@ -33,8 +33,9 @@ from typing import List, NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer import BOS_ID, PAD_ID
 from keras_transformer.config import Recipe
+from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import length_penalty
 from keras_transformer.decoding.model_step import compiled_for, log_probs_from_logits
 from keras_transformer.export import max_source_length, truncate_source
@@ -91,7 +92,7 @@ def _tokenize(tokenizer, lines: Sequence[str]) -> List[List[int]]:
     """Subword ids of each line followed by EOS."""
     ids: List[List[int]] = []
     for start in range(0, len(lines), TOKENIZE_CHUNK):
-        ids.extend(row + [EOS_ID] for row in tokenizer.tokenize(list(lines[start:start + TOKENIZE_CHUNK])).to_list())
+        ids.extend(append_eos(tokenizer.tokenize(list(lines[start:start + TOKENIZE_CHUNK]))).to_list())
     return ids
 
 

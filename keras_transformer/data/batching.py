@@ -39,8 +39,9 @@ from typing import List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer import BOS_ID, PAD_ID
 from keras_transformer.config import DataConfig
+from keras_transformer.data.tokenizer import append_eos
 
 MAX_BUCKET_SKEW = 2  # max distance between a cell's source and target boundary indices
 _TOKENIZE_CHUNK = 512  # sentences per tokenizer call: one op call per chunk, not per sentence
@@ -124,11 +125,10 @@ def _encode(tokenizer, sources: tf.Tensor, targets: tf.Tensor):
     """[N] strings -> ragged source [N, (S)], target_in [N, (T)], target_out [N, (T)]."""
     x = tokenizer.tokenize(sources)  # [N, (len x)]
     y = tokenizer.tokenize(targets)  # [N, (len y)]
-    eos = tf.fill([x.nrows(), 1], EOS_ID)  # [N, 1]
     bos = tf.fill([y.nrows(), 1], BOS_ID)  # [N, 1]
-    source = tf.concat([x, eos], axis=1)  # [N, (len x + 1)]
+    source = append_eos(x)  # [N, (len x + 1)]
     target_in = tf.concat([bos, y], axis=1)  # [N, (len y + 1)]
-    target_out = tf.concat([y, eos], axis=1)  # [N, (len y + 1)]
+    target_out = append_eos(y)  # [N, (len y + 1)]
     return source, target_in, target_out
 
 

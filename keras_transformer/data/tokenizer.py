@@ -8,6 +8,8 @@ model on both sides of the training text and run it with
 SavedModel (raw strings in, raw strings out).
 
 Reserved ids: PAD 0, UNK 1, BOS 2, EOS 3 (``keras_transformer.PAD_ID`` ...).
+A sequence the model reads ends with EOS (``append_eos``): a source in
+training, decoding and export, and a target's output side in training.
 Departures from the paper's BPE: byte fallback is on, so characters never seen
 in training (e.g. news text through a Multi30k vocabulary) still round-trip
 exactly instead of becoming UNK; runs of whitespace are collapsed to one space
@@ -46,6 +48,12 @@ _TRAINER_OPTIONS = dict(
     num_threads=2,
     minloglevel=2,
 )
+
+
+def append_eos(ids: tf.RaggedTensor) -> tf.RaggedTensor:
+    """[B, (n)] subword ids -> [B, (n + 1)]: each row followed by EOS."""
+    eos = tf.fill([ids.nrows(), 1], EOS_ID)  # [B, 1]
+    return tf.concat([ids, eos], axis=1)  # [B, (n + 1)]
 
 
 def _sentences(text: Union[Iterable[str], Iterable[os.PathLike]]) -> Iterator[str]:

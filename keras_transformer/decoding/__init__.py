@@ -9,8 +9,9 @@
 Sequences hold no BOS, include EOS and are PAD after it; scores are log P / lp, best first.
 """
 
-from keras_transformer.decoding.beam_search import NEG_INF, SearchResult, beam_search, length_penalty, translate_ids
+from keras_transformer.decoding.beam_search import SearchResult, beam_search, length_penalty, translate_ids
 from keras_transformer.decoding.greedy import greedy_search, greedy_translate_ids
+from keras_transformer.decoding.model_step import NEG_INF
 
 __all__ = [
     "NEG_INF",

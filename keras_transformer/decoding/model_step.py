@@ -32,10 +32,14 @@ def log_probs_from_logits(logits):
     return tf.where(banned[None, :], NEG_INF, log_probs)
 
 
+def source_lengths(source_ids):
+    """source_ids [B, S] (subwords, EOS, PAD after) -> [B] int32: each row's non-PAD tokens, EOS included."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)  # [B]
+
+
 def max_output_lengths(source_ids, extra_length, model_max_length):
     """source_ids [B, S] -> [B] int32: non-pad source tokens + extra_length (§6.1), at most model_max_length."""
-    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)  # [B]
-    return tf.minimum(source_lengths + tf.cast(extra_length, tf.int32), model_max_length)
+    return tf.minimum(source_lengths(source_ids) + tf.cast(extra_length, tf.int32), model_max_length)  # [B]
 
 
 def _tile(x, beam_size):

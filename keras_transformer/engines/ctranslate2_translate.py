@@ -69,9 +69,8 @@ import numpy as np
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import Recipe
+from keras_transformer.decoding import NEG_INF
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS, import_ctranslate2, is_ctranslate2_model
-
-NEG_INF = -1.0e9  # the score of an empty n-best slot, as in keras_transformer.decoding
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:

@@ -49,6 +49,15 @@ def test_round_trip_on_real_multi30k_and_newstest_lines(multi30k_tokenizer, mult
     assert mismatches == []
 
 
+def test_append_eos_ends_every_row_with_eos_eagerly_and_in_a_graph():
+    ids = tf.ragged.constant([[7, 8, 9], [], [5]], dtype=tf.int32)  # [3, (n)]
+    expected = [[7, 8, 9, EOS_ID], [EOS_ID], [5, EOS_ID]]
+    assert tokenizer_lib.append_eos(ids).to_list() == expected
+    in_graph = tf.function(lambda x: tokenizer_lib.append_eos(x).to_tensor(PAD_ID))(ids)
+    np.testing.assert_array_equal(in_graph, [[7, 8, 9, EOS_ID], [EOS_ID, PAD_ID, PAD_ID, PAD_ID],
+                                             [5, EOS_ID, PAD_ID, PAD_ID]])
+
+
 def test_detokenize_stops_at_first_eos_and_ignores_pad_and_bos(multi30k_tokenizer):
     tok = multi30k_tokenizer
     a, b = tok.tokenize(tf.constant(["Ein Hund läuft.", "Straße 42"])).to_list()

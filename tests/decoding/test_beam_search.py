@@ -32,6 +32,13 @@ def run(step_fn, beam_size, max_lengths, alpha):
     return result.sequences.numpy(), result.scores.numpy(), int(result.num_steps)
 
 
+def test_source_lengths_count_every_token_but_pad():
+    source_ids = tf.constant([[5, 6, EOS_ID, PAD_ID], [EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, EOS_ID]])  # [3, 4]
+    np.testing.assert_array_equal(model_step.source_lengths(source_ids), [3, 1, 4])
+    # Each item may emit its source tokens + extra_length, at most the model's max_length (§6.1).
+    np.testing.assert_array_equal(model_step.max_output_lengths(source_ids, 2, 5), [5, 3, 5])
+
+
 def test_length_penalty_is_gnmt():
     np.testing.assert_allclose(length_penalty([1, 7, 3], 0.6), [1.0, 2.0**0.6, (8 / 6) ** 0.6], rtol=1e-6)
     np.testing.assert_allclose(length_penalty([4, 50], 0.0), [1.0, 1.0])
