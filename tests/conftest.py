@@ -97,7 +97,7 @@ def trained_workdir(tmp_path_factory, multi30k_text):
 @pytest.fixture(scope="session")
 def exported(trained_workdir, tmp_path_factory):
     """``kt-export`` of the work directory's latest checkpoint (all four signatures): its directory (a Path)."""
-    from tests.inference.support import run_cli
+    from tests.support import run_cli
 
     export_dir = tmp_path_factory.mktemp("export") / "translator"
     result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}")

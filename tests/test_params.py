@@ -1,14 +1,13 @@
 """Parameter counts of Table 3: built model == closed form, and within 7% of the paper."""
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
 import recipes
 from keras_transformer.model import build_model, count_parameters
 from recipes.table3 import PAPER_PARAMS_MILLIONS
+from tests.support import run_cli
 
 
 @pytest.mark.parametrize("name", sorted(PAPER_PARAMS_MILLIONS))
@@ -38,16 +37,14 @@ def test_every_table3_row_is_a_recipe():
 
 
 def test_kt_params_prints_the_bare_integer_last():
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=tiny", "--vocab_size=500"],
-                         capture_output=True, text=True, check=True)
+    out = run_cli("params", "--recipe=tiny", "--vocab_size=500")
     assert int(out.stdout.strip().splitlines()[-1]) == count_parameters(
         dataclasses.replace(recipes.get("tiny").model, vocab_size=500))
     assert out.stderr == ""
 
 
 def test_kt_params_unknown_recipe_is_one_clear_line():
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=nope"],
-                         capture_output=True, text=True)
+    out = run_cli("params", "--recipe=nope", check=False)
     assert out.returncode != 0
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "--recipe" in out.stderr
 
@@ -71,6 +68,5 @@ def test_big_enfr_follows_section_6_1():
 
 
 def test_kt_params_base_enfr():
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.params", "--recipe=base_enfr"],
-                         capture_output=True, text=True, check=True)
+    out = run_cli("params", "--recipe=base_enfr")
     assert int(out.stdout.strip().splitlines()[-1]) == 60_522_496

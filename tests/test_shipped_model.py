@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.inference.support import run_cli
+from tests.support import run_cli
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
 

@@ -6,25 +6,18 @@ batches stage, started on the report's work directory, does not read the trainin
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.data.conftest import DATA_DIR
+from tests.support import run_cli
 
 
 def test_bench_corpus_scale_smoke(tmp_path):
     if not (DATA_DIR / "multi30k-task1-en-de" / "train.en.gz").is_file():
         pytest.skip(f"Multi30k not found under {DATA_DIR}")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(
-        [sys.executable, "bench/bench_corpus_scale.py", "--sizes=2000,3000", "--shards=2", "--batches=3",
-         "--vocab_size=600", "--sample_lines=1000", f"--data_dir={DATA_DIR}", f"--tmp_dir={tmp_path}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli("bench/bench_corpus_scale.py", "--sizes=2000,3000", "--shards=2", "--batches=3", "--vocab_size=600",
+                   "--sample_lines=1000", f"--data_dir={DATA_DIR}", f"--tmp_dir={tmp_path}", timeout=300)
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("| 2,000 | validate |") for line in lines), proc.stdout
     result = json.loads(lines[-1])

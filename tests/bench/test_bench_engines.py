@@ -8,13 +8,12 @@ same translations. Without torch/transformers or ctranslate2 (CI) those rows are
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from keras_transformer.data import corpora
 from tests.conftest import REPO_ROOT
+from tests.support import run_cli
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
 SYSTEMS = ("saved_model", "ctranslate2_float32", "hf")
@@ -27,12 +26,8 @@ HAS = {"hf": all(importlib.util.find_spec(p) for p in ("torch", "transformers"))
 def result():
     if not (corpora.resolve_data_dir() / corpora.MULTI30K_DIR / "test_2016_flickr.en.gz").is_file():
         pytest.skip("Multi30k test_2016_flickr not found (set KT_DATA_DIR)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(
-        [sys.executable, "bench/bench_engines.py", "--num_sentences=3", "--batch_sizes=2", "--rounds=1", "--pause=0",
-         f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli("bench/bench_engines.py", "--num_sentences=3", "--batch_sizes=2", "--rounds=1", "--pause=0",
+                   f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED}", timeout=600)
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("| ") for line in lines), proc.stdout
     return json.loads(lines[-1]), proc.stdout

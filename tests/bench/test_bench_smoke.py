@@ -8,12 +8,10 @@ must still run our side and report the PyTorch row as missing.
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support import finish_cli, start_cli
 
 SMOKE = {
     "train": ["bench/bench_train.py", "--recipes=tiny", "--variants=graph", "--steps=1", "--rounds=1",
@@ -28,13 +26,11 @@ TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 @pytest.fixture(scope="module")
 def runs():
     """{name: (return code, stdout, stderr)} of every smoke command, run side by side."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
-    procs = {name: subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for name, args in SMOKE.items()}
+    procs = {name: start_cli(*args) for name, args in SMOKE.items()}
     out = {}
     for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        out[name] = (proc.returncode, stdout, stderr)
+        done = finish_cli(proc, check=False, timeout=300)
+        out[name] = (done.returncode, done.stdout, done.stderr)
     return out
 
 

@@ -2,22 +2,12 @@
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 import recipes
 from keras_transformer.config import Recipe
-from tests.conftest import REPO_ROOT
-
-
-def _cli(name, *args, timeout=300):
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    env.pop("TF_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", f"keras_transformer.cli.{name}", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+from tests.support import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +25,11 @@ def corpus(tmp_path_factory, multi30k_dir):
 @pytest.mark.slow
 def test_kt_train_on_local_text_writes_the_resolved_recipe(corpus, tmp_path):
     workdir = tmp_path / "run"
-    out = _cli("train", "--recipe=tiny", f"--train_prefix={corpus}/train", f"--eval_prefix={corpus}/dev",
-               "--source_lang=en", "--target_lang=de", "--vocab_size=600", "--max_length=48",
-               "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48", "--tokenizer_sample_lines=500",
-               "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--keep_best_by=val_loss",
-               "--keep_best=1", "--seed=3", f"--workdir={workdir}")
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_cli("train", "--recipe=tiny", f"--train_prefix={corpus}/train", f"--eval_prefix={corpus}/dev",
+                  "--source_lang=en", "--target_lang=de", "--vocab_size=600", "--max_length=48",
+                  "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48", "--tokenizer_sample_lines=500",
+                  "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--keep_best_by=val_loss",
+                  "--keep_best=1", "--seed=3", f"--workdir={workdir}", timeout=300)
     assert f"trained tiny to step 2 in {workdir}" in out.stdout
     recipe = Recipe.from_dict(json.loads((workdir / "recipe.json").read_text()))
     tiny = recipes.get("tiny")
@@ -53,16 +42,14 @@ def test_kt_train_on_local_text_writes_the_resolved_recipe(corpus, tmp_path):
     assert (recipe.train.train_steps, recipe.train.keep_best_by, recipe.train.keep_best, recipe.train.seed) == (
         2, "val_loss", 1, 3)
     # The written recipe is itself a --recipe: the same run again resumes at its last step.
-    again = _cli("train", f"--recipe={workdir}/recipe.json", f"--workdir={workdir}")
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = run_cli("train", f"--recipe={workdir}/recipe.json", f"--workdir={workdir}", timeout=300)
     assert f"trained tiny to step 2 in {workdir}" in again.stdout
 
 
 def test_kt_data_report_on_local_text(corpus, tmp_path):
-    out = _cli("data_report", "--recipe=multi30k", f"--train_prefix={corpus}/train", "--source_lang=en",
-               "--target_lang=de", "--vocab_size=600", "--max_length=48", "--tokens_per_batch=256",
-               "--bucket_boundaries=16,32,48", f"--workdir={tmp_path}", "--json")
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_cli("data_report", "--recipe=multi30k", f"--train_prefix={corpus}/train", "--source_lang=en",
+                  "--target_lang=de", "--vocab_size=600", "--max_length=48", "--tokens_per_batch=256",
+                  "--bucket_boundaries=16,32,48", f"--workdir={tmp_path}", "--json", timeout=300)
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert (report["corpus"], report["vocab_size"], report["max_length"], report["tokens_per_batch"]) == (
         "text", 600, 48, 256)
@@ -80,6 +67,6 @@ def test_kt_data_report_on_local_text(corpus, tmp_path):
     ("train", ["--early_stopping_patience=2", "--workdir=/tmp/unused"], "error: --early_stopping_patience:"),
 ])
 def test_bad_flags_exit_2_with_one_line(name, args, starts):
-    out = _cli(name, *args)
+    out = run_cli(name, *args, check=False, timeout=300)
     lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
     assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(starts), out.stderr[-2000:]

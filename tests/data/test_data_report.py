@@ -2,25 +2,15 @@
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import recipes
 from keras_transformer.cli import data_report
+from tests.support import run_cli
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {"pairs_kept", "pairs_filtered", "vocab_size", "distinct_shapes", "num_buckets", "max_batch_tokens",
             "padding_efficiency_source", "padding_efficiency_target"}
-
-
-def _run(*args):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run([sys.executable, "-m", "keras_transformer.cli.data_report", *args], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_multi30k_train_meets_the_acceptance_figures(multi30k_tokenizer, workdir, data_dir):
@@ -38,8 +28,8 @@ def test_multi30k_train_meets_the_acceptance_figures(multi30k_tokenizer, workdir
 
 
 def test_command_prints_a_summary_then_one_json_line(multi30k_tokenizer, workdir, data_dir):
-    proc = _run("--recipe=multi30k", f"--workdir={workdir}", f"--data_dir={data_dir}", "--split=val", "--json")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli("data_report", "--recipe=multi30k", f"--workdir={workdir}", f"--data_dir={data_dir}",
+                   "--split=val", "--json", timeout=300)
     lines = proc.stdout.strip().splitlines()
     r = json.loads(lines[-1])
     assert REQUIRED <= set(r)

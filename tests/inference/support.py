@@ -1,11 +1,9 @@
 """Helpers for the inference tests: the tiny recipe and running an entry point."""
 
 import dataclasses
-import subprocess
-import sys
 
 import recipes
-from tests.conftest import REPO_ROOT
+from tests.support import run_cli  # noqa: F401  (the inference tests import it from here)
 
 VOCAB = 400  # 256 byte pieces + 4 reserved + ~76 characters, plus some merges
 MAX_SOURCE = 24  # recipe.data.max_length: sources are cut to 23 subwords + EOS
@@ -23,11 +21,3 @@ def inference_recipe():
                                   eval_batches=1, warmup_steps=4),
     )
 
-
-def run_cli(module, *args, stdin=None, check=True, timeout=240):
-    """``python -m keras_transformer.cli.<module> args`` -> CompletedProcess (text)."""
-    result = subprocess.run([sys.executable, "-m", f"keras_transformer.cli.{module}", *args], cwd=REPO_ROOT,
-                            input=stdin, capture_output=True, text=True, timeout=timeout)
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result

@@ -2,8 +2,6 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,7 +10,7 @@ import recipes
 from keras_transformer import parse_scoring, parsing
 from keras_transformer.config import DecodeConfig
 from keras_transformer.data import trees
-from tests.conftest import REPO_ROOT
+from tests.support import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +28,7 @@ def tiny_parser_recipe():
 
 
 def run(module, *args, stdin=None):
-    out = subprocess.run([sys.executable, "-m", f"keras_transformer.cli.{module}", *args], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=600, input=stdin)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out
+    return run_cli(module, *args, stdin=stdin, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +102,10 @@ def test_evaluate_parser_and_parse_clis(pipeline_run, sample_data_dir):
 
 def test_parser_tools_refuse_what_they_cannot_serve(tmp_path, pipeline_run):
     root, _ = pipeline_run
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.evaluate_parser", f"--model={root}"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("evaluate_parser", f"--model={root}", check=False, timeout=300)
     assert out.returncode == 2 and "error: --model:" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.export", f"--model={root / 'run'}",
-                          f"--export_dir={tmp_path / 'ids'}", "--ids_only"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("export", f"--model={root / 'run'}", f"--export_dir={tmp_path / 'ids'}", "--ids_only", check=False,
+                  timeout=300)
     assert out.returncode == 2 and "error: --ids_only: a parser's export is text in, trees out" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "keras_transformer.cli.translate", f"--model={root / 'export'}"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, input="a b\n")
+    out = run_cli("translate", f"--model={root / 'export'}", stdin="a b\n", check=False, timeout=300)
     assert out.returncode == 2 and "is a constituency parser; kt-parse and kt-evaluate-parser serve it" in out.stderr

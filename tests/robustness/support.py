@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.inference import support as inference_support
+from tests import support as shared
 
 
-def run_cli(module, *args, stdin=None, timeout=240):
-    """``python -m keras_transformer.cli.<module> args`` -> CompletedProcess (text), whatever its exit code."""
-    return inference_support.run_cli(module, *args, stdin=stdin, check=False, timeout=timeout)
+def run_cli(program, *args, stdin=None, timeout=240, **run_kwargs):
+    """``tests.support.run_cli`` -> CompletedProcess (text), whatever its exit code."""
+    return shared.run_cli(program, *args, stdin=stdin, check=False, timeout=timeout, **run_kwargs)
 
 
 def assert_one_error_line(result, *needles: str) -> str:
     """Exit code 2 and a stderr of exactly one line, ``error: ...``, holding every needle; returns that line."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 2 and len(lines) == 1, f"rc={result.returncode}\n{result.stderr[-3000:]}"
+    assert result.returncode == 2 and len(lines) == 1, shared.failure_message(result, "2 and one stderr line")
     assert lines[0].startswith("error: "), lines[0]
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -6,14 +6,11 @@ import dataclasses
 import gzip
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import recipes
-from tests.conftest import REPO_ROOT
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
 
 WORDS = "a the dog cat man woman child runs walks over under grass street red blue big small".split()
@@ -46,16 +43,13 @@ def _damage_gzip(path: Path, how: str) -> None:
 # --- kt-translate's streams and files -----------------------------------------------------------------------------
 
 def test_kt_translate_with_stdin_closed(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "keras_transformer.cli.translate",
-                             f"--model={tmp_path / 'never_loaded'}"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=240, preexec_fn=lambda: os.close(0))
+    result = run_cli("translate", f"--model={tmp_path / 'never_loaded'}", preexec_fn=lambda: os.close(0))
     assert_one_error_line(result, "--input: stdin is closed; give a file with --input=FILE")
 
 
 def test_kt_translate_with_stdout_closed(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "keras_transformer.cli.translate",
-                             f"--model={tmp_path / 'never_loaded'}"], cwd=REPO_ROOT, input="A dog.\n",
-                            stderr=subprocess.PIPE, text=True, timeout=240, preexec_fn=lambda: os.close(1))
+    result = run_cli("translate", f"--model={tmp_path / 'never_loaded'}", stdin="A dog.\n",
+                     preexec_fn=lambda: os.close(1))
     assert_one_error_line(result, "--output: stdout is closed; give a file with --output=FILE")
 
 

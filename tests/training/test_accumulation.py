@@ -2,22 +2,18 @@
 and Eq. 3 sees the update count, under every strategy and through kt-train."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from keras_transformer.schedules import NoamSchedule
-from tests.conftest import REPO_ROOT
+from tests.support import run_cli
 from tests.training.test_train_cli import _scalars
 
 
 @pytest.fixture(scope="module")
 def accumulated():
-    out = subprocess.run([sys.executable, "-m", "tests.training.accumulation_worker"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_cli("tests.training.accumulation_worker", timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -43,11 +39,8 @@ def test_first_accumulated_adam_update_has_the_eq3_step_size(accumulated, strate
 
 
 def _kt_train(workdir, *flags):
-    command = [sys.executable, "-m", "keras_transformer.cli.train", "--recipe=tiny", f"--workdir={workdir}",
-               "--train_steps=4", "--checkpoint_every=2", "--seed=3", *flags]
-    out = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out
+    return run_cli("train", "--recipe=tiny", f"--workdir={workdir}", "--train_steps=4", "--checkpoint_every=2",
+                   "--seed=3", *flags, timeout=600)
 
 
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus

@@ -1,10 +1,8 @@
 """kt-train end to end on Multi30k: validation loss falls, SIGKILL + restart resumes, bad flags fail clearly."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -13,9 +11,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from keras_transformer.schedules import NoamSchedule
-from tests.conftest import REPO_ROOT
-
-TRAIN = [sys.executable, "-m", "keras_transformer.cli.train", "--recipe=tiny"]
+from tests.support import run_cli, start_cli
 
 
 def _scalars(logdir, tag):
@@ -29,8 +25,8 @@ def _scalars(logdir, tag):
 def killed_and_resumed(tmp_path_factory, multi30k_dir):
     """Train tiny for 300 steps, SIGKILL the process after its step-200 checkpoint, run the same command again."""
     workdir = tmp_path_factory.mktemp("train") / "run"
-    command = TRAIN + [f"--workdir={workdir}", "--train_steps=300", "--checkpoint_every=100", "--seed=7"]
-    first = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    flags = ["--recipe=tiny", f"--workdir={workdir}", "--train_steps=300", "--checkpoint_every=100", "--seed=7"]
+    first = start_cli("train", *flags, stderr=subprocess.STDOUT)  # killed mid-run below
     index = workdir / "checkpoints" / "ckpt-200.index"
     deadline = time.time() + 400
     while not index.exists() and first.poll() is None and time.time() < deadline:
@@ -39,8 +35,7 @@ def killed_and_resumed(tmp_path_factory, multi30k_dir):
     time.sleep(1.0)  # into the next interval, maybe mid-write of nothing: the kill must not matter
     first.send_signal(signal.SIGKILL)
     first.wait()
-    second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stderr[-3000:]
+    second = run_cli("train", *flags, timeout=600)
     return workdir, second
 
 
@@ -89,10 +84,7 @@ def test_validation_loss_falls(killed_and_resumed):
     (["--strategy=multi_worker", "--workdir={tmp}"], "--strategy"),
 ])
 def test_bad_flags_exit_with_one_line_naming_the_flag(flags, flag_name, tmp_path):
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)
-    command = [sys.executable, "-m", "keras_transformer.cli.train"] + [f.format(tmp=tmp_path) for f in flags]
-    out = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=300)
+    out = run_cli("train", *[f.format(tmp=tmp_path) for f in flags], check=False, timeout=300)  # run without TF_CONFIG
     assert out.returncode != 0
     lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and flag_name in lines[0], out.stderr[-2000:]
