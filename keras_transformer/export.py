@@ -4,6 +4,8 @@
     export(model, tokenizer, recipe, export_dir, with_text=True, info=None) -> export_dir
     load_saved_model(export_dir) -> the loaded SavedModel (a damaged one: a ValueError naming it)
     load_exported(export_dir) -> (model, recipe, tokenizer)   the Keras model back from an export
+    variable_names(model) -> [name of each of model.variables]   the names an export gives them
+    assign_exported(model, loaded, export_dir)   a loaded export's variables into a model, by name
 
 Signatures (TF signatures cannot have optional inputs, so the decoding
 options come in two flavours: fixed at the recipe's §6.1 values — beam 4,
@@ -50,18 +52,27 @@ describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
 but loading a SavedModel registers every function in it, so a server without
 tensorflow-text needs an export made with ``with_text=False``
 (``kt-export --ids_only``), which has only those two signatures.
+
+The model's variables are exported under their checkpoint paths
+(``variable_names``): ``model/encoder/layer_0/self_attention/query_dense/_kernel``
+is the query projection W^Q of the first encoder layer, named as a checkpoint
+of ``tf.train.Checkpoint(model=model)`` stores it, so an export can be read or
+converted by name, never by the order the variables were created in.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import glob
 import json
 import os
 import shutil
 import tempfile
 import types
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
+import keras
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
@@ -139,6 +150,52 @@ def checked_source_ids(source_ids, vocab_size: int):
     return _after(tf.debugging.Assert(valid, [f"source_ids: every id must be in [0, {vocab_size}), got min",
                                               tf.reduce_min(source_ids), "max", tf.reduce_max(source_ids)]),
                   source_ids)
+
+
+def variable_names(model) -> List[str]:
+    """The name of each of ``model.variables`` (same order): its path in ``tf.train.Checkpoint(model=model)``.
+
+    That is the chain of layer attributes by which a checkpoint of the model stores and restores the weight
+    (shortest first, as TensorFlow's checkpoint writer walks the object graph, breadth first; the optimizer a
+    compiled model also tracks is not followed), e.g. ``model/decoder/layer_5/cross_attention/key_dense/_kernel``
+    (W^K of the sixth decoder layer's encoder-decoder attention) or ``model/embedding/embeddings`` (E, shared
+    with the pre-softmax projection, §3.4). A dropout layer's random-seed state, which no checkpoint holds, is
+    named after the layer that holds it: ``model/encoder/layer_0/ffn_residual/dropout/seed_generator/state``.
+    """
+    view = tf.train.TrackableView(model)
+    paths, queue = {id(model): "model"}, collections.deque([model])
+    while queue:
+        layer = queue.popleft()
+        children = list(view.children(layer).items()) + [
+            (f"{attr}/state", value.state) for attr, value in vars(layer).items()
+            if isinstance(value, keras.random.SeedGenerator)]
+        for name, child in children:
+            if isinstance(child, (keras.layers.Layer, keras.Variable)) and id(child) not in paths:
+                paths[id(child)] = f"{paths[id(layer)]}/{name}"
+                if isinstance(child, keras.layers.Layer):
+                    queue.append(child)
+    missing = [v.path for v in model.variables if id(v) not in paths]
+    if missing:
+        raise ValueError(f"model: no checkpoint path for {len(missing)} variables, e.g. {missing[0]}")
+    return [paths[id(v)] for v in model.variables]
+
+
+@contextlib.contextmanager
+def _named(variables, names):
+    """``variables`` (tf.Variable) named ``names`` inside the block, as ``tf.saved_model.save`` writes them.
+
+    TensorFlow names a variable once, when it is created, and Keras creates each stack's weights under the
+    stack's scope, so every kernel of every encoder layer is ``transformer/encoder/kernel``. A variable's name
+    has no public setter; it is read from its handle name, which is set here and restored afterwards.
+    """
+    before = [v._handle_name for v in variables]
+    try:
+        for variable, name in zip(variables, names):
+            variable._handle_name = f"{name}:0"
+        yield
+    finally:
+        for variable, name in zip(variables, before):
+            variable._handle_name = name
 
 
 class Translator(tf.Module):
@@ -251,7 +308,8 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
                 spm_path = os.path.join(staging, os.path.basename(tokenizer.model_path))
                 shutil.copyfile(tokenizer.model_path, spm_path)
                 translator.tokenizer_model = tf.saved_model.Asset(spm_path)
-            tf.saved_model.save(translator, partial, signatures=translator.signatures())
+            with _named(translator.model_variables, variable_names(model)):  # model.variables order
+                tf.saved_model.save(translator, partial, signatures=translator.signatures())
         if os.path.isdir(export_dir):
             os.rmdir(export_dir)  # empty (checked above)
         os.replace(partial, export_dir)
@@ -285,9 +343,9 @@ def load_saved_model(export_dir):
 def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
     """(Keras model, recipe, tokenizer) rebuilt from a text SavedModel written by ``export``.
 
-    The model is built from ``assets/export.json``'s recipe and takes the SavedModel's ``model_variables``,
-    which ``Translator`` stores in ``model.variables`` order; every shape is checked. This lets an export be
-    re-exported with newer decoding code or converted to another engine without its work directory.
+    The model is built from ``assets/export.json``'s recipe and takes the SavedModel's ``model_variables``
+    by name (``assign_exported``). This lets an export be re-exported with newer decoding code or converted to
+    another engine without its work directory.
     """
     from keras_transformer.model import build_model
 
@@ -301,13 +359,33 @@ def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
         raise FileNotFoundError(f"{export_dir}/assets: no SentencePiece model (exported with --ids_only?)")
     loaded = load_saved_model(export_dir)
     model = build_model(recipe.model)
+    assign_exported(model, loaded, export_dir)
+    return model, recipe, Tokenizer(tokenizers[0])
+
+
+def assign_exported(model, loaded, export_dir) -> None:
+    """Set each of ``model.variables`` to the loaded export's variable of the same name (``variable_names``).
+
+    ``loaded``: ``tf.saved_model.load`` of a directory ``export`` wrote. Every variable must be there with its
+    shape (a ValueError naming the first that is not). An export written before variables were named by
+    path (its names are those given at creation, e.g. ``transformer/encoder/kernel``, none of them a path)
+    holds them in ``model.variables`` order and is read in that order.
+    """
     saved = list(loaded.model_variables)
-    if len(saved) != len(model.variables):
-        raise ValueError(f"{export_dir}: {len(saved)} variables, but recipe {recipe.name!r} builds "
-                         f"{len(model.variables)}")
-    for variable, value in zip(model.variables, saved):
+    names = variable_names(model)
+    by_name = {v.name.rsplit(":", 1)[0]: v for v in saved}
+    if len(saved) != len(names):
+        raise ValueError(f"{export_dir}: {len(saved)} variables, but the model has {len(names)}")
+    if by_name.keys().isdisjoint(names):
+        values = saved  # an export from before the names: model.variables order
+    else:
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise ValueError(f"{export_dir}: no variable {missing[0]} ({len(missing)} of the model's {len(names)} "
+                             "missing); not an export of this recipe's model?")
+        values = [by_name[name] for name in names]
+    for variable, name, value in zip(model.variables, names, values):
         if tuple(variable.shape) != tuple(value.shape):
-            raise ValueError(f"{export_dir}: variable {variable.path} has shape {tuple(value.shape)} in the export, "
+            raise ValueError(f"{export_dir}: variable {name} has shape {tuple(value.shape)} in the export, "
                              f"{tuple(variable.shape)} in the model")
         variable.assign(value)
-    return model, recipe, Tokenizer(tokenizers[0])

@@ -1,6 +1,8 @@
 """The exported translator: a fresh process reproduces eager beam search exactly; serving inputs never crash."""
 
+import collections
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -8,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
 from keras_transformer import EOS_ID, PAD_ID, checkpoints, export
 from keras_transformer.decoding import translate_ids
@@ -96,6 +98,67 @@ def test_export_directory_describes_itself(exported, trained_workdir, eager):
                                   "translate_ids_with_options"]
     assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
     assert (exported / "assets" / "tiny_inference.model").read_bytes() == tokenizer.model_proto
+
+
+def _model_weights_in_checkpoint(prefix):
+    """{path: value} of every variable under the checkpoint's ``model`` object, read from its own object graph.
+
+    A path is the shortest chain of child names from the root through ``model`` (``model/encoder/...``), not
+    through the optimizer the compiled model tracks. A training checkpoint stores each weight once, under a key
+    of its own choosing (often the optimizer's list), which the graph's node gives.
+    """
+    reader = tf.train.load_checkpoint(str(prefix))
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    (model,) = [c.node_id for c in graph.nodes[0].children if c.local_name == "model"]
+    paths, queue = {model: "model"}, collections.deque([model])
+    while queue:
+        node = queue.popleft()
+        for child in graph.nodes[node].children:
+            if child.node_id not in paths and child.local_name != "optimizer":
+                paths[child.node_id] = f"{paths[node]}/{child.local_name}"
+                queue.append(child.node_id)
+    return {path: reader.get_tensor(graph.nodes[node].attributes[0].checkpoint_key) for node, path in paths.items()
+            if [a.name for a in graph.nodes[node].attributes] == ["VARIABLE_VALUE"]}
+
+
+def test_exported_variables_are_named_by_their_checkpoint_paths(exported, trained_workdir, eager):
+    loaded = tf.saved_model.load(str(exported))
+    names = [v.name for v in loaded.model_variables]
+    assert all(name.endswith(":0") for name in names)
+    values = {name[:-2]: v.numpy() for name, v in zip(names, loaded.model_variables)}
+    assert len(values) == len(names) == len(eager[0].variables)  # unique, one per model variable
+    # The export is of ckpt-12: each weight under the path that checkpoint holds it at, with the value stored there.
+    stored = _model_weights_in_checkpoint(trained_workdir / "checkpoints" / "ckpt-12")
+    assert "model/encoder/layer_0/self_attention/query_dense/_kernel" in stored and len(stored) == 43
+    for path, value in stored.items():
+        np.testing.assert_array_equal(values[path], value, err_msg=path)
+    # What no checkpoint holds: the dropout layers' random-seed states (1 + 2 + 3 residual sublayers), by their layer.
+    assert sorted(set(values) - set(stored)) == [
+        "model/decoder/layer_0/cross_attention_residual/dropout/seed_generator/state",
+        "model/decoder/layer_0/ffn_residual/dropout/seed_generator/state",
+        "model/decoder/layer_0/self_attention_residual/dropout/seed_generator/state",
+        "model/embedding_dropout/seed_generator/state",
+        "model/encoder/layer_0/ffn_residual/dropout/seed_generator/state",
+        "model/encoder/layer_0/self_attention_residual/dropout/seed_generator/state"]
+    assert export.variable_names(eager[0]) == [name[:-2] for name in names]  # model.variables order
+    # The model read back from the export takes each variable by its name.
+    model, _, _ = export.load_exported(str(exported))
+    for variable, name in zip(model.variables, export.variable_names(model)):
+        np.testing.assert_array_equal(variable.numpy(), values[name], err_msg=name)
+
+
+def test_an_export_from_before_the_names_is_read_in_order(eager, exported, tmp_path):
+    """Exports written before the names (e.g. the shipped ones) hold the variables as created, in model order."""
+    model, recipe, _ = eager
+    old = tmp_path / "old_export"
+    tf.saved_model.save(export.Translator(model, None, recipe, with_text=False), str(old))  # names as created
+    shutil.copytree(exported / "assets", old / "assets", dirs_exist_ok=True)
+    names = [v.name for v in tf.saved_model.load(str(old)).model_variables]
+    assert names.count("transformer/encoder/kernel:0") == 6  # W^Q, W^K, W^V, W^O, W_1, W_2 of the one layer
+    again, _, _ = export.load_exported(str(old))
+    for variable, expected in zip(again.variables, model.variables):
+        np.testing.assert_array_equal(variable.numpy(), expected.numpy(), err_msg=variable.path)
 
 
 def _op_types(saved_model_dir, signature):
