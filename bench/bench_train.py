@@ -15,11 +15,14 @@ Our step is ``model.train_on_batch`` on ``training.compile_model(recipe)``: the 
     bf16      mixed_bfloat16 (recipe.train.mixed_precision)
     xla_bf16  both
 
-PyTorch runs eager and, with --torch_compile, under ``torch.compile`` (minutes of compilation on a small CPU,
-hence off by default). Every candidate is built and run once (tracing, compilation) before timing; then each
-round times --steps steps of every candidate in turn, the order rotated per round, and the figures are medians
-over rounds. "ratio vs torch eager" is the median of the per-round ratios (torch step time / our step time):
-> 1 means we are faster. MFU = train_step_flops (bench/common.py) / step time / the dense matmul peak of the
+PyTorch runs eager in float32 ("eager"), eager under ``torch.autocast("cpu", dtype=torch.bfloat16)``
+("eager_bf16", when a bf16 variant of ours runs) and, with --torch_compile, under ``torch.compile`` (minutes
+of compilation on a small CPU, hence off by default). Every candidate is built and run once (tracing,
+compilation) before timing; then each round times --steps steps of every candidate in turn, the order rotated
+per round, and the figures are medians over rounds. "ratio vs torch eager" is the median of the per-round
+ratios (torch step time / our step time) against the PyTorch eager row of the same precision
+("torch_reference": eager for float32 variants, eager_bf16 for bf16 ones): > 1 means we are faster.
+MFU = train_step_flops (bench/common.py) / step time / the dense matmul peak of the
 variant's compute dtype, measured every round in the same process (best of TensorFlow and NumPy float32; TF
 bfloat16). Threads: TensorFlow intra- and inter-op pools and torch's intra- and inter-op threads all get
 --threads (default os.cpu_count()). libgomp (torch's OpenMP) spin-waits by default, which collapses when another
@@ -84,11 +87,17 @@ def keras_candidate(recipe, variant, batch):
     return lambda: model.train_on_batch((source, target_in), target_out), float(loss), model.count_params()
 
 
-def torch_candidate(recipe, batch, compiled):
+def torch_candidate(recipe, batch, variant):
     from bench import torch_reference
 
-    step, parameters = torch_reference.make_train_step(recipe, batch, compile_model=compiled)
+    step, parameters = torch_reference.make_train_step(recipe, batch, compile_model=variant == "compile",
+                                                       bf16=variant == "eager_bf16")
     return step, step(), parameters
+
+
+def torch_reference_variant(variant: str) -> str:
+    """The PyTorch eager row a row of ``variant`` is compared with: the same compute precision."""
+    return "eager_bf16" if "bf16" in variant else "eager"
 
 
 def bench_recipe(name, torch, peaks):
@@ -120,12 +129,11 @@ def bench_recipe(name, torch, peaks):
 
     for variant in FLAGS.variants:
         add("keras", variant, lambda: keras_candidate(recipe, variant, batch))
-    torch_variants = ["eager"] + (["compile"] if FLAGS.torch_compile else [])
-    for variant in torch_variants if FLAGS.torch else []:
-        add("pytorch", variant, torch and (lambda: torch_candidate(recipe, batch, variant == "compile")))
+    torch_variants = ["eager"] + (["eager_bf16"] if any("bf16" in v for v in FLAGS.variants) else [])
+    for variant in torch_variants + (["compile"] if FLAGS.torch_compile else []) if FLAGS.torch else []:
+        add("pytorch", variant, torch and (lambda: torch_candidate(recipe, batch, variant)))
 
     times = common.interleaved(candidates, FLAGS.rounds, between=lambda: update_peaks(peaks))
-    reference = times.get(("pytorch", "eager"))
     for row in rows:
         key = (row["framework"], row["variant"])
         if key not in times:
@@ -135,8 +143,10 @@ def bench_recipe(name, torch, peaks):
         row.update(step_seconds=round(step_s, 4), round_step_seconds=[round(x, 4) for x in step_times],
                    target_tokens_per_s=round(target_tokens / step_s, 1),
                    model_tflops_per_s=round(flops / step_s / 1e12, 5))
-        if reference is not None:
-            row["ratio_vs_torch_eager"] = round(common.median([r / x for r, x in zip(reference, times[key])]), 3)
+        reference = torch_reference_variant(row["variant"])
+        if ("pytorch", reference) in times:
+            ratios = [r / x for r, x in zip(times["pytorch", reference], times[key])]
+            row.update(ratio_vs_torch_eager=round(common.median(ratios), 3), torch_reference=reference)
     for row in rows:  # the peak is the best seen over all rounds so far
         if "step_seconds" in row:
             peak = peaks["bfloat16"] if "bf16" in row["variant"] else peaks["float32"]
@@ -177,7 +187,7 @@ def main(argv):
           f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s; medians of {FLAGS.rounds} rounds\n")
     print(common.markdown_table(
         ["config", "framework", "variant", "batch B×S→T", "target tokens/s", "step time (s)",
-         "ratio vs torch eager", "MFU"],
+         "ratio vs torch eager (same precision)", "MFU"],
         [[r["recipe"], r["framework"], r["variant"] if r["status"] == "ok" else f"{r['variant']}: {r['status']}",
           "{}×{}→{}".format(*r["batch"]), common.fmt(r.get("target_tokens_per_s"), 0),
           common.fmt(r.get("step_seconds"), 3), common.fmt(r.get("ratio_vs_torch_eager")),

@@ -69,9 +69,10 @@ def noam(d_model, warmup_steps, scale):
     return lambda step: scale * d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup_steps ** -1.5)
 
 
-def make_train_step(recipe, batch, compile_model: bool = False):
+def make_train_step(recipe, batch, compile_model: bool = False, bf16: bool = False):
     """(step, parameter count): ``step()`` runs one training step on the fixed ``batch`` (numpy source,
-    target_in, target_out) and returns its loss."""
+    target_in, target_out) and returns its loss. ``bf16``: the forward pass and loss under
+    ``torch.autocast("cpu", dtype=torch.bfloat16)`` (float32 weights and optimizer, like Keras' mixed_bfloat16)."""
     torch.manual_seed(recipe.train.seed)
     model = TorchTransformer(recipe.model)
     model.train()
@@ -92,7 +93,8 @@ def make_train_step(recipe, batch, compile_model: bool = False):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(source, target_in, target_out)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn(source, target_in, target_out)
         loss.backward()
         optimizer.step()
         schedule.step()

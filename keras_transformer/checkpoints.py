@@ -383,12 +383,11 @@ def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, reci
 
         from keras_transformer import export
 
-        values = export.load_saved_model(source).model_variables  # export.Translator: a Transformer's .variables
         exported = build_model(recipe.model)
-        if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in exported.variables]:
-            raise ValueError(f"--init_from: {source}'s {len(values)} variables do not match this model's")
-        for variable, value in zip(exported.variables, values):
-            variable.assign(value)
+        try:
+            export.assign_exported(exported, export.load_saved_model(source), source)  # by name
+        except ValueError as e:
+            raise ValueError(f"--init_from: {e}") from None
         for weight, value in zip(model.weights, exported.weights):
             weight.assign(value)
     else:

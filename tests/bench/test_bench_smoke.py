@@ -14,7 +14,7 @@ import pytest
 from tests.support import finish_cli, start_cli
 
 SMOKE = {
-    "train": ["bench/bench_train.py", "--recipes=tiny", "--variants=graph", "--steps=1", "--rounds=1",
+    "train": ["bench/bench_train.py", "--recipes=tiny", "--variants=graph,bf16", "--steps=1", "--rounds=1",
               "--peak_seconds=0.05"],
     "memory": ["bench/bench_memory.py", "--recipes=tiny", "--train_steps=1", "--decode_batch=2", "--extra_length=2",
                "--nostartup", "--phases=train,decode,loss", "--loss_paths=current"],  # legacy needs git history
@@ -47,14 +47,17 @@ def test_bench_train_reports_ours_and_torch_or_missing(runs):
     assert result["bench"] == "train" and result["cpu_count"] == os.cpu_count()
     assert {"date", "threads", "versions", "peak_flops", "results"} <= set(result)
     rows = {(r["framework"], r["variant"]): r for r in result["results"]}
-    assert set(rows) == {("keras", "graph"), ("pytorch", "eager")}
+    # bf16 adds PyTorch under autocast, so every ratio compares the same precision.
+    assert set(rows) == {("keras", "graph"), ("keras", "bf16"), ("pytorch", "eager"), ("pytorch", "eager_bf16")}
     ours = rows["keras", "graph"]
     assert ours["status"] == "ok" and ours["recipe"] == "tiny" and ours["batch"] == [16, 12, 14]
     assert ours["target_tokens_per_s"] > 0 and ours["step_seconds"] > 0 and 0 < ours["mfu"]
     torch_row = rows["pytorch", "eager"]
     if TORCH_INSTALLED:
         assert torch_row["status"] == "ok" and torch_row["ratio_vs_torch_eager"] == 1.0
-        assert ours["ratio_vs_torch_eager"] > 0
+        assert ours["ratio_vs_torch_eager"] > 0 and ours["torch_reference"] == "eager"
+        assert rows["keras", "bf16"]["torch_reference"] == "eager_bf16"
+        assert rows["pytorch", "eager_bf16"]["status"] == "ok"
         # Identical dimensions: nn.Transformer only adds the final LayerNorm of each stack (2 x 2D, D = 64).
         assert torch_row["parameters"] - ours["parameters"] == 4 * 64
     else:

@@ -95,7 +95,12 @@ def test_load_latest_and_errors(trained_workdir, tmp_path):
         checkpoints.load_for_inference(workdir)
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         checkpoints.load_for_inference(trained_workdir, str(tmp_path / "ckpt-99"))
-    # A checkpoint of the model alone reaches only the shared embedding (see checkpoints.py): refused, not half-loaded.
-    embedding_only = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt-1"))
+    # Weights are found by their model paths: a checkpoint of the model alone loads whole; one holding only the
+    # shared embedding is refused, not half-loaded.
+    model_only = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt-1"))
+    for weight, again in zip(model.weights, checkpoints.load_for_inference(trained_workdir, model_only)[0].weights):
+        np.testing.assert_array_equal(weight.numpy(), again.numpy())
+    embedding_only = tf.train.Checkpoint(model=tf.train.Checkpoint(embedding=model.embedding)).write(
+        str(tmp_path / "ckpt-2"))
     with pytest.raises(ValueError, match=f"{embedding_only}: does not hold this model's 43 weights"):
         checkpoints.load_for_inference(trained_workdir, embedding_only)
