@@ -47,6 +47,7 @@ from absl import logging
 
 from keras_transformer.config import DataConfig
 from keras_transformer.data import treebank, validation
+from keras_transformer.workdir import WorkDir
 
 MULTI30K_DIR = "multi30k-task1-en-de"
 NEWSTEST_DIR = "wmt-newstest-en-de"
@@ -355,7 +356,7 @@ def load_split(cfg: DataConfig, split: str, data_dir=None, workdir=None) -> Tupl
                             empty_skipped=parsed.empty_skipped)
         return tf.data.Dataset.from_tensor_slices((list(parsed.sources), list(parsed.targets))), stats
     shards = split_shards(cfg, split, resolve_data_dir(data_dir))
-    check = validation.check(shards, cache_dir=Path(workdir) / "corpus" if workdir else None)
+    check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache if workdir else None)
     more = f" (+{len(shards) - 1} more shards)" if len(shards) > 1 else ""
     stats = CorpusStats(f"{shards[0][0]}{more}", f"{shards[0][1]}{more}", pairs_read=check.pairs_read,
                         empty_skipped=check.empty_skipped)

@@ -33,6 +33,7 @@ from absl import logging
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import corpora, treebank, validation
+from keras_transformer.workdir import WorkDir
 
 # Changing these changes the model, so they are part of the cache key.
 _TRAINER_OPTIONS = dict(
@@ -191,7 +192,7 @@ def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
     on a shuffled prefix of that many pairs.
     """
     cfg = recipe.data
-    prefix = Path(workdir) / "tokenizer" / cache_key(recipe, data_dir)
+    prefix = WorkDir(workdir).tokenizer / cache_key(recipe, data_dir)
     if Path(f"{prefix}.model").is_file():
         logging.info("using cached tokenizer %s.model", prefix)
         return Tokenizer(f"{prefix}.model")
@@ -204,7 +205,7 @@ def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
                                atomic_words=treebank.target_symbols(split))
     if cfg.corpus not in corpora.TFDS_NAMES:
         shards = corpora.split_shards(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
-        check = validation.check(shards, cache_dir=Path(workdir) / "corpus",
+        check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache,
                                  sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
         return Tokenizer.train([Path(check.sample_path)], recipe.model.vocab_size, prefix,
                                sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed)
