@@ -2,14 +2,12 @@
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
 
 import recipes
 from keras_transformer.data import batching
-from tests.conftest import REPO_ROOT
+from tests.support import run_cli
 
 BASE = recipes.get("base").data  # tokens_per_batch 25000 per side and update, max_length 256
 
@@ -40,43 +38,10 @@ def test_explicit_accumulation_and_budget_errors_name_the_field():
         batching.plan_batches(dataclasses.replace(BASE, tokens_per_batch=1000), 4)
 
 
-PLAN_SCRIPT = r"""
-import dataclasses, json
-from keras_transformer.runtime import init_devices
-init_devices(cpu_devices=4)
-import tensorflow as tf
-import recipes
-from keras_transformer import training
-from keras_transformer.data import batching, corpora
-from keras_transformer.data.tokenizer import Tokenizer
-
-r = recipes.get("multi30k")
-r = dataclasses.replace(r, model=dataclasses.replace(r.model, vocab_size=400),
-                        data=dataclasses.replace(r.data, max_tokens_per_device=1024, tokenizer_sample_lines=2000))
-cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
-english, german = (corpora.read_lines(corpora.resolve_data_dir() / corpora.MULTI30K_DIR / f"val.{l}.gz")
-                   for l in ("en", "de"))
-import sys
-tok = Tokenizer.train(english + german, 400, sys.argv[1] + "/tok", sample_lines=2000)
-pairs = tf.data.Dataset.from_tensor_slices((english, german))
-out = {}
-for replicas in (1, 2, 4):
-    plan = training.batch_plan(r, tf.distribute.MirroredStrategy(cpus[:replicas]))
-    batches = batching.make_batches(pairs, tok, r.data, training=True, plan=plan, repeat=False, deterministic=True)
-    stats = batching.measure_batches(batches, replicas)
-    out[replicas] = {"accumulation": plan.accumulation, "replica_tokens": plan.replica_tokens,
-                     "tokens_per_update": plan.tokens_per_update, "max_batch_tokens": stats.max_batch_tokens,
-                     "rows_divisible": all(b % replicas == 0 for b, _, _ in stats.shapes)}
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_one_two_four_replicas_train_on_the_same_tokens_per_update(tmp_path):
-    out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, str(tmp_path)], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_cli("tests.data.batch_plan_worker", tmp_path, timeout=600)  # a fresh process with 4 logical CPUs
     plans = json.loads(out.stdout.strip().splitlines()[-1])
     assert {k: (v["accumulation"], v["tokens_per_update"]) for k, v in plans.items()} == {
         "1": (4, 4096), "2": (2, 4096), "4": (1, 4096)}  # multi30k: 4096 per update, at most 1024 per device

@@ -2,10 +2,6 @@
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +12,8 @@ import recipes
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import DataConfig
 from keras_transformer.data import batching, build_datasets, corpora
+from tests.support import run_cli
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 M30K = DataConfig(corpus="multi30k", max_length=80, tokens_per_batch=4096, shuffle_buffer=2000)
 VAL = dataclasses.replace(M30K, tokens_per_batch=1024)  # val has 1014 pairs: smaller batches, so cells fill
 
@@ -131,36 +127,10 @@ def test_seeded_order_is_deterministic(multi30k_tokenizer, multi30k_dir, data_di
     assert not all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, c))
 
 
-_TWO_REPLICAS = textwrap.dedent("""
-    import json, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from keras_transformer.config import DataConfig
-    from keras_transformer.data import batching, corpora
-    from keras_transformer.data.tokenizer import Tokenizer
-    cfg = DataConfig(corpus="multi30k", max_length=80, tokens_per_batch=1024)
-    pairs, _ = corpora.load_split(cfg, "val", sys.argv[2])
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    R = strategy.num_replicas_in_sync
-    plan = batching.plan_batches(cfg, num_replicas=R)
-    ds = batching.make_batches(pairs, Tokenizer(sys.argv[1]), cfg, training=True, plan=plan).take(12)
-    out = []
-    for (x, _), y in strategy.experimental_distribute_dataset(ds):
-        xs, ys = strategy.experimental_local_results(x), strategy.experimental_local_results(y)
-        out.append([[int(a.shape[0]), int(a.shape[1]), int(b.shape[1])] for a, b in zip(xs, ys)])
-    print(json.dumps({"replicas": R, "batches": out}))
-""")
-
-
 def test_update_budget_is_split_over_two_replicas(multi30k_tokenizer, multi30k_dir, data_dir):
     # Logical devices can be configured once per process, before TF starts: use a fresh one.
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run(
-        [sys.executable, "-c", _TWO_REPLICAS, multi30k_tokenizer.model_path, str(data_dir)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli("tests.data.replica_batches_worker", multi30k_tokenizer.model_path, data_dir,
+                   env={"TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     cfg = DataConfig(corpus="multi30k", max_length=80, tokens_per_batch=1024)
     half = set(batching.bucket_shapes(dataclasses.replace(cfg, tokens_per_batch=512)))  # one replica's share
