@@ -1,11 +1,7 @@
 """kt-plot-attention on a small work directory made here (recipe.json, one checkpoint, tokenizer), and on a recipe."""
 
 import dataclasses
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 from PIL import Image
 
@@ -13,20 +9,15 @@ import recipes
 from keras_transformer import training
 from keras_transformer.checkpoints import CheckpointState
 from keras_transformer.workdir import WorkDir
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support import finish_cli, start_cli
 
 
 def _start(*args):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.Popen([sys.executable, "-m", "keras_transformer.cli.plot_attention", *args], cwd=REPO_ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_cli("plot_attention", *args)  # runs while the test goes on
 
 
 def _finish(proc):
-    stdout, stderr = proc.communicate(timeout=180)
-    assert proc.returncode == 0, stderr[-3000:]
-    return stdout.strip()
+    return finish_cli(proc, timeout=180).stdout.strip()
 
 
 def test_plots_attention_of_a_work_directory_and_a_learning_rate_curve(small_config, small_tokenizer, tmp_path):
