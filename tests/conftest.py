@@ -2,7 +2,7 @@
 work directory and its export (used by tests/inference and tests/robustness).
 
 ``trained_workdir`` is laid out as ``training.train`` leaves it, written by the
-trainer's own pieces (``write_recipe``, ``compile_model``, the
+trainer's own pieces (``WorkDir.write_recipe``, ``compile_model``, the
 ``CheckpointState`` its callback saves with) but without fitting, which takes
 too long for a unit test: checkpoints 4, 8 and 12 of a 1+1-layer model whose
 weights move by a random step between saves. The tokenizer is a 400-piece
@@ -74,7 +74,8 @@ def multi30k_text(multi30k_dir):
 def trained_workdir(tmp_path_factory, multi30k_text):
     """A training work directory: recipe.json, checkpoints/ckpt-{4,8,12}, tokenizer/tiny_inference.model."""
     from keras_transformer import training
-    from keras_transformer.callbacks import CheckpointState
+    from keras_transformer.checkpoints import CheckpointState
+    from keras_transformer.workdir import WorkDir
     from keras_transformer.data.tokenizer import Tokenizer
     from tests.inference.support import VOCAB, inference_recipe
 
@@ -82,7 +83,7 @@ def trained_workdir(tmp_path_factory, multi30k_text):
     english, german = multi30k_text
     Tokenizer.train(english + german, VOCAB, workdir / "tokenizer" / "tiny_inference", sample_lines=2000)
     recipe = inference_recipe()
-    training.write_recipe(recipe, str(workdir))
+    WorkDir(workdir).write_recipe(recipe)
     model = training.compile_model(recipe)
     state = CheckpointState(model, str(workdir / "checkpoints"), recipe.train.keep_checkpoints)
     rng = np.random.default_rng(0)

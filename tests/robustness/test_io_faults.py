@@ -117,7 +117,7 @@ def test_kt_train_on_a_damaged_gzip_corpus_is_refused_and_writes_nothing(tmp_pat
 
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_ten_thousand_word_training_lines_are_filtered_not_fatal(tmp_path):
-    from keras_transformer.cli import data_report
+    from keras_transformer.data import report as data_report
 
     prefix = _corpus(tmp_path, "train", pairs=600, long_lines=(5, 50, 300))
     tiny = recipes.get("tiny")

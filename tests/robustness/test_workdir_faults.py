@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from keras_transformer import checkpoint_health, training, workdir_lock
+from keras_transformer.workdir import WorkDir
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
 from tests.synthetic import as_dataset, copy_batches
 
@@ -69,7 +70,7 @@ def test_a_second_run_on_a_busy_work_directory_is_refused(trained_workdir, tmp_p
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    lock = tmp_path / workdir_lock.LOCK_FILE
+    lock = WorkDir(tmp_path).lock
     lock.write_text(f'{{"pid": {dead.pid}, "host": "{os.uname().nodename}", "started": "2026-01-01 00:00:00", '
                     '"command": "kt-train --workdir=runs/x"}\n')
     notes = []
@@ -103,7 +104,7 @@ def trained_to_4(tmp_path_factory):
     import recipes
 
     workdir = tmp_path_factory.mktemp("walk_back") / "run"
-    assert _train(_recipe(recipes.get("tiny")), workdir)["steps"] == 4  # checkpoints 2 and 4
+    assert _train(_recipe(recipes.get("tiny")), workdir).steps == 4  # checkpoints 2 and 4
     return workdir
 
 
@@ -125,10 +126,10 @@ def test_resume_walks_back_to_the_newest_intact_checkpoint_and_keeps_the_damaged
     make(str(damaged))
     files = {p.name: p.read_bytes() for p in damaged.parent.glob("ckpt-4.*")}
     summary = _train(_recipe(tiny_recipe), workdir)
-    assert (summary["resumed_from"], summary["steps"]) == (2, 4)
+    assert (summary.resumed_from, summary.steps) == (2, 4)
     warning = capsys.readouterr().err
     assert f"skipped checkpoint {damaged}: " in warning and reason in warning and f"resuming from {workdir}" in warning
-    kept = list((workdir / "checkpoints" / checkpoint_health.DAMAGED_DIR).glob("*/ckpt-4.*"))
+    kept = list(WorkDir(workdir).damaged.glob("*/ckpt-4.*"))
     assert {p.name: p.read_bytes() for p in kept} == files  # moved aside byte for byte, never deleted
     assert checkpoint_health.problem(str(damaged)) is None  # step 4 trained again and written whole
 
@@ -168,5 +169,5 @@ def test_a_full_disk_during_a_checkpoint_names_it_and_keeps_the_ones_before(tiny
         directory = disk / "run" / "checkpoints"
         assert checkpoint_health.walk_back(str(directory)) == (str(directory / "ckpt-2"), [])
         assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
-        assert not (disk / "run" / workdir_lock.LOCK_FILE).exists()
+        assert not WorkDir(disk / "run").lock.exists()
         shutil.rmtree(disk / "run" / "tensorboard")

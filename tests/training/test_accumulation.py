@@ -47,7 +47,8 @@ def _kt_train(workdir, *flags):
 @pytest.mark.slow
 def test_kt_train_accumulates_under_the_default_strategy_and_eq3_counts_updates(tmp_path):
     from keras_transformer import training
-    from keras_transformer.callbacks import CheckpointState
+    from keras_transformer.checkpoints import CheckpointState
+    from keras_transformer.workdir import WorkDir
 
     runs = {}
     for accumulation in (1, 4):
@@ -55,7 +56,7 @@ def test_kt_train_accumulates_under_the_default_strategy_and_eq3_counts_updates(
         out = _kt_train(workdir, f"--gradient_accumulation_steps={accumulation}")
         assert (f"tokens per update: 2048 per side = 1 replica(s) x {accumulation} micro-batch(es) x "
                 f"{2048 // accumulation}") in out.stdout
-        model = training.compile_model(training.read_recipe(str(workdir)))
+        model = training.compile_model(WorkDir(workdir).read_recipe())
         assert CheckpointState(model, str(workdir / "checkpoints")).restore_latest() == 4
         assert int(model.optimizer.iterations.numpy()) == 4
         runs[accumulation] = _scalars(str(workdir / "tensorboard" / "train"), "learning_rate")

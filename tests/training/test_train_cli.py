@@ -48,9 +48,10 @@ def test_restart_resumes_at_the_last_checkpoint_and_finishes(killed_and_resumed)
     assert "trained tiny to step 300" in second.stdout
     # Every kept checkpoint restores cleanly (no corrupt file).
     from keras_transformer import training
-    from keras_transformer.callbacks import CheckpointState
+    from keras_transformer.checkpoints import CheckpointState
+    from keras_transformer.workdir import WorkDir
 
-    recipe = training.read_recipe(str(workdir))
+    recipe = WorkDir(workdir).read_recipe()
     model = training.compile_model(recipe)
     state = CheckpointState(model, str(workdir / "checkpoints"))
     for path in state.manager.checkpoints:
