@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 
 flags.DEFINE_list("sizes", ["1000000", "4500000"], "Corpus sizes in pairs.")
 flags.DEFINE_list("stages", ["validate", "report", "batches"], "Stages to measure.")
@@ -204,8 +204,8 @@ def main(argv):
                           vm_hwm_mb=round(r["vm_hwm_mb"], 1) if "vm_hwm_mb" in r else None,
                           train_corpus_passes=r.get("train_corpus_passes"))
             results.append(result)
-            rows.append([f"{size:,}", stage, f"{pairs:,}", common.fmt(seconds, 1), common.fmt(pairs / seconds, 0),
-                         common.fmt(result["peak_rss_mb"], 0)])
+            rows.append([f"{size:,}", stage, f"{pairs:,}", harness.fmt(seconds, 1), harness.fmt(pairs / seconds, 0),
+                         harness.fmt(result["peak_rss_mb"], 0)])
             print(f"  {stage}: {json.dumps(result)}", flush=True)
     sizes = sorted({r["size"] for r in results})
     ratio = {}
@@ -213,10 +213,10 @@ def main(argv):
         peak = {r["size"]: r["peak_rss_mb"] for r in results if r["stage"] == stage}
         if len(sizes) > 1:
             ratio[stage] = round(peak[sizes[-1]] / peak[sizes[0]], 3)
-    print(common.header("Local corpus scale: peak RSS and pairs/s per stage (fresh process each)"))
+    print(harness.header("Local corpus scale: peak RSS and pairs/s per stage (fresh process each)"))
     print(f"corpora: {'gzip' if FLAGS.gzip else 'plain'}, {FLAGS.shards} shard(s) per side; tokenizer "
           f"{FLAGS.vocab_size} BPE on {FLAGS.sample_lines} sampled sentences; batches: first {FLAGS.batches}")
-    print(common.markdown_table(["pairs", "stage", "pairs read/batched", "seconds", "pairs/s", "peak RSS MB"],
+    print(harness.markdown_table(["pairs", "stage", "pairs read/batched", "seconds", "pairs/s", "peak RSS MB"],
                                 rows))
     if ratio:
         print("peak RSS ratio, largest / smallest corpus: " + ", ".join(f"{k} {v}" for k, v in ratio.items()))
@@ -224,7 +224,7 @@ def main(argv):
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)
-    print(common.json_line({"bench": "corpus_scale", "date": common.now(), "cpu_count": os.cpu_count(),
+    print(harness.json_line({"bench": "corpus_scale", "date": harness.now(), "cpu_count": os.cpu_count(),
                             "gzip": FLAGS.gzip, "shards": FLAGS.shards, "vocab_size": FLAGS.vocab_size,
                             "sample_lines": FLAGS.sample_lines, "results": results, "rss_ratio": ratio}))
 

@@ -108,7 +108,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from keras_transformer.runtime import init_devices
+    from keras_transformer.tf_setup import init_devices
 
     init_devices()
     app.run(main)

@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags, logging  # noqa: E402
 
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -197,7 +197,7 @@ def time_batch_size(workers, lines, order, batch_size):
             logging.info("batch %d, round %d: %s %.1f s", batch_size, len(outputs[system]), system, reply["seconds"])
         return run
 
-    common.interleaved({s: runner(s) for s in workers}, FLAGS.rounds, pause=FLAGS.pause)
+    harness.interleaved({s: runner(s) for s in workers}, FLAGS.rounds, pause=FLAGS.pause)
     return outputs
 
 
@@ -210,14 +210,14 @@ def rows_for(batch_size, outputs, references, n):
     for system, runs in outputs.items():
         first = runs[0][1]
         row = {"system": system, "label": LABELS[system], "batch_size": batch_size, "sentences": n,
-               "seconds": round(common.median(seconds[system]), 3),
+               "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],
-               "sentences_per_s": round(n / common.median(seconds[system]), 2),
+               "sentences_per_s": round(n / harness.median(seconds[system]), 2),
                "bleu": round(evaluation.score(first, references)["bleu"], 2),
                "same_output_every_round": all(r[1] == first for r in runs)}
         for name, key in (("ctranslate2_float32", "ratio_vs_ctranslate2_float32"), ("hf", "ratio_vs_hf")):
             if name in seconds:  # speed ratio = reference time / this system's time, per round
-                row[key] = round(common.median([r / x for r, x in zip(seconds[name], seconds[system])]), 3)
+                row[key] = round(harness.median([r / x for r, x in zip(seconds[name], seconds[system])]), 3)
         if ours is not None:
             row["identical_vs_saved_model"] = sum(a == b for a, b in zip(first, ours))
         rows.append(row)
@@ -276,20 +276,20 @@ def main(argv):
 
 def report(results, skipped, recipe, n, prepare_seconds):
     d = recipe.decode
-    print(f"\n{common.header('bench_engines')}: {n} {FLAGS.split} sentences, beam {d.beam_size}, α {d.alpha}, "
+    print(f"\n{harness.header('bench_engines')}: {n} {FLAGS.split} sentences, beam {d.beam_size}, α {d.alpha}, "
           f"max length source + {d.extra_length}, {FLAGS.threads} intra-op / {FLAGS.inter_threads} inter-op threads, "
           f"medians of {FLAGS.rounds} rounds\n")
     columns = ["system", "batch", "sentences/s", "× CTranslate2 fp32", "× HF", f"identical (of {n})", "BLEU"]
-    rows = [[r["label"], r["batch_size"], common.fmt(r["sentences_per_s"]), common.fmt(r.get(
-        "ratio_vs_ctranslate2_float32")), common.fmt(r.get("ratio_vs_hf")), r.get("identical_vs_saved_model"),
-        common.fmt(r["bleu"])] for r in results]
-    print(common.markdown_table(columns, rows, right_from=1))
+    rows = [[r["label"], r["batch_size"], harness.fmt(r["sentences_per_s"]), harness.fmt(r.get(
+        "ratio_vs_ctranslate2_float32")), harness.fmt(r.get("ratio_vs_hf")), r.get("identical_vs_saved_model"),
+        harness.fmt(r["bleu"])] for r in results]
+    print(harness.markdown_table(columns, rows, right_from=1))
     for system, reason in skipped.items():
         print(f"skipped {system}: {reason}")
     versions = {p: version(p) for p in ("tensorflow", "keras", "tensorflow-text", "sentencepiece", "torch",
                                          "transformers", "ctranslate2")}
-    print(common.json_line({
-        "bench": "engines", "date": common.now(), "cpu_count": os.cpu_count(), "model": FLAGS.model,
+    print(harness.json_line({
+        "bench": "engines", "date": harness.now(), "cpu_count": os.cpu_count(), "model": FLAGS.model,
         "split": FLAGS.split, "num_sentences": n, "beam_size": d.beam_size, "alpha": d.alpha,
         "extra_length": d.extra_length, "threads": FLAGS.threads, "inter_threads": FLAGS.inter_threads,
         "omp_wait_policy": FLAGS.omp_wait_policy, "rounds": FLAGS.rounds, "versions": versions,
@@ -297,7 +297,7 @@ def report(results, skipped, recipe, n, prepare_seconds):
 
 
 if __name__ == "__main__":
-    from keras_transformer.runtime import init_devices
+    from keras_transformer.tf_setup import init_devices
 
     init_devices()
     app.run(main)

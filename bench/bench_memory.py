@@ -56,7 +56,7 @@ if os.environ.get(CODE_DIR_ENV):
 
 from absl import app, flags  # noqa: E402
 
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 
 flags.DEFINE_list("recipes", ["multi30k", "base"], "Recipes whose model configs to measure.")
 flags.DEFINE_list("phases", ["train", "decode"], "Phases per recipe: train, decode, loss (the loss path alone).")
@@ -64,7 +64,7 @@ flags.DEFINE_string("batch", None, "Training batch shape BxSxT (default: per rec
 flags.DEFINE_list("vocab_sizes", [], "Vocabulary sizes V replacing the recipe's, one row each (default: the recipe's).")
 flags.DEFINE_list("layers", [], "num_encoder_layers = num_decoder_layers replacing the recipe's, one row each.")
 flags.DEFINE_integer("train_steps", 3, "Training steps in the training child.")
-flags.DEFINE_enum("variant", "graph", list(common.VARIANTS), "Training variant (see bench_train.py).")
+flags.DEFINE_enum("variant", "graph", list(harness.VARIANTS), "Training variant (see bench_train.py).")
 flags.DEFINE_list("train_code", ["current"], "Code of the train/decode phases: current and/or legacy.")
 flags.DEFINE_list("loss_paths", ["current", "legacy"], "Loss paths of the loss phase: current and/or legacy.")
 flags.DEFINE_string("legacy_commit", "93f04b4", "The commit before the one-log-softmax loss (legacy code).")
@@ -163,7 +163,7 @@ def loss_step(path, labels, logits, epsilon):
                 metric.update_state(labels, y_pred)
             return loss, tf.reduce_sum(grad)
 
-    return tf.function(step, jit_compile=common.VARIANTS[FLAGS.variant][0])
+    return tf.function(step, jit_compile=harness.VARIANTS[FLAGS.variant][0])
 
 
 def loss_child(recipe, config, b, t):
@@ -172,7 +172,7 @@ def loss_child(recipe, config, b, t):
     import tensorflow as tf
 
     v = config.vocab_size
-    labels = tf.constant(common.fixed_batch(v, b, 2, t)[2])  # [B, T], padded
+    labels = tf.constant(harness.fixed_batch(v, b, 2, t)[2])  # [B, T], padded
     # From numpy, freed after: TensorFlow's own CPU allocator keeps freed buffers resident, so logits drawn with
     # tf.random would leave ~2 [B, T, V] buffers in the baseline for the step to reuse unseen.
     values = np.random.default_rng(0).standard_normal((b, t, v), dtype=np.float32)
@@ -192,8 +192,8 @@ def loss_child(recipe, config, b, t):
 
 def child(phase, recipe_name):
     """Run one phase and print its numbers as one JSON line."""
-    common.set_threads(FLAGS.threads)
-    from keras_transformer.runtime import init_devices
+    harness.set_threads(FLAGS.threads)
+    from keras_transformer.tf_setup import init_devices
 
     init_devices()
     import dataclasses
@@ -207,15 +207,15 @@ def child(phase, recipe_name):
     config = config_of(recipe, int(FLAGS.vocab_sizes[0]) if FLAGS.vocab_sizes else None,
                        int(FLAGS.layers[0]) if FLAGS.layers else None)
     recipe = dataclasses.replace(recipe, model=config)
-    b, s, t = common.batch_shape(recipe_name, FLAGS.batch)
+    b, s, t = harness.batch_shape(recipe_name, FLAGS.batch)
     result = {}
     if phase == "loss":
         result = loss_child(recipe, config, b, t)
     elif phase == "train":
         from keras_transformer.training import compile_model
 
-        model = compile_model(common.variant_recipe(recipe, FLAGS.variant))
-        source, target_in, target_out = (tf.constant(x) for x in common.fixed_batch(config.vocab_size, b, s, t))
+        model = compile_model(harness.variant_recipe(recipe, FLAGS.variant))
+        source, target_in, target_out = (tf.constant(x) for x in harness.fixed_batch(config.vocab_size, b, s, t))
         for _ in range(FLAGS.train_steps):
             model.train_on_batch((source, target_in), target_out)
         result["parameters"] = model.count_params()
@@ -224,7 +224,7 @@ def child(phase, recipe_name):
         from keras_transformer.model import build_model
 
         model = build_model(config)
-        source = common.fixed_batch(config.vocab_size, FLAGS.decode_batch, s, t)[0]  # [B, S]
+        source = harness.fixed_batch(config.vocab_size, FLAGS.decode_batch, s, t)[0]  # [B, S]
         sequences, _ = translate_ids(model, source, FLAGS.beam_size, recipe.decode.alpha, FLAGS.extra_length)
         sequences.numpy()
     _, peak = memory_mb()
@@ -261,7 +261,7 @@ def measure(specs, legacy_dir=None, repeats=None):
             runs[spec].append(run_child(spec, legacy_dir))
     rows = []
     for (phase, recipe_name, code, _, _), results in runs.items():
-        row = {k: round(common.median([x[k] for x in results]), 2 if k == "tensors_btv" else 1) for k in results[0]}
+        row = {k: round(harness.median([x[k] for x in results]), 2 if k == "tensors_btv" else 1) for k in results[0]}
         if "rss_after_startup_mb" in row:
             row["peak_minus_startup_mb"] = round(row["peak_rss_mb"] - row["rss_after_startup_mb"], 1)
         row.update({k: int(row[k]) for k in ("vocab_size", "layers", "parameters") if k in row})
@@ -289,7 +289,7 @@ def estimates(rows):
     for r in rows:
         if r["phase"] != "train" or r["code"] != "current" or (r["recipe"], r["vocab_size"], "current") not in loss:
             continue
-        b, _, t = common.batch_shape(r["recipe"], FLAGS.batch)
+        b, _, t = harness.batch_shape(r["recipe"], FLAGS.batch)
         tokens = b * t
         weights = 16 * r["parameters"]
         rest = (r["peak_minus_startup_mb"] * MB - loss[r["recipe"], r["vocab_size"], "current"] - weights) / tokens
@@ -309,25 +309,25 @@ def config_name(row):
 
 
 def settings(row):
-    b, s, t = common.batch_shape(row["recipe"], FLAGS.batch)
+    b, s, t = harness.batch_shape(row["recipe"], FLAGS.batch)
     return {"startup": "import + devices", "train": f"{FLAGS.variant}, {FLAGS.train_steps} steps, {b}×{s}→{t}",
             "decode": f"beam {FLAGS.beam_size}, {FLAGS.decode_batch}×{s}, +{FLAGS.extra_length}",
             "loss": f"loss + 4 metrics + ∂/∂logits, {1 + FLAGS.loss_steps} steps, [{b}, {t}, V]"}[row["phase"]]
 
 
 def report(rows):
-    print("\n" + common.header("Peak resident memory (VmHWM), one fresh process per row"))
+    print("\n" + harness.header("Peak resident memory (VmHWM), one fresh process per row"))
     print(f"threads {FLAGS.threads}; median of {FLAGS.repeats} process(es) (loss phase: "
           f"{FLAGS.loss_repeats or FLAGS.repeats}); startup = import TF + init devices; "
           f"legacy = commit {FLAGS.legacy_commit}; baseline = RSS after startup (train, decode) or right before the "
           f"measured steps (loss: logits already allocated); copies = (peak − baseline) / (B·T·V·4 bytes)\n")
-    print(common.markdown_table(
+    print(harness.markdown_table(
         ["config", "phase", "code", "settings", "peak RSS (MB)", "baseline RSS (MB)", "peak − baseline (MB)",
          "[B,T,V] f32 copies", "seconds"],
-        [[config_name(r), r["phase"], r["code"], settings(r), common.fmt(r["peak_rss_mb"], 0),
-          common.fmt(r.get("rss_after_startup_mb", r.get("rss_before_step_mb")), 0),
-          common.fmt(r.get("peak_minus_startup_mb", r.get("loss_path_mb")), 0), common.fmt(r.get("tensors_btv")),
-          common.fmt(r["seconds"], 1)] for r in rows], right_from=4))
+        [[config_name(r), r["phase"], r["code"], settings(r), harness.fmt(r["peak_rss_mb"], 0),
+          harness.fmt(r.get("rss_after_startup_mb", r.get("rss_before_step_mb")), 0),
+          harness.fmt(r.get("peak_minus_startup_mb", r.get("loss_path_mb")), 0), harness.fmt(r.get("tensors_btv")),
+          harness.fmt(r["seconds"], 1)] for r in rows], right_from=4))
     ratios, est = loss_ratios(rows), estimates(rows)
     for x in ratios:
         print(f"\nloss path {x['recipe']} V={x['vocab_size']}: current {x['current_mb']:,.0f} MB / legacy "
@@ -343,12 +343,12 @@ def report(rows):
         cols = ["config", "non-loss MB / 1k tokens"] + [f"{c} GB @ {FLAGS.estimate_tokens // 1000}k" for c in
                                                         FLAGS.loss_paths]
         cols += [f"{c} max_tokens_per_device" for c in FLAGS.loss_paths]
-        print(common.markdown_table(cols, [
-            [config_name({**e, "phase": "train"}), common.fmt(e["non_loss_mb_per_1k_tokens"], 0)]
-            + [common.fmt(e[f"{c}_gb_at_estimate_tokens"]) for c in FLAGS.loss_paths]
+        print(harness.markdown_table(cols, [
+            [config_name({**e, "phase": "train"}), harness.fmt(e["non_loss_mb_per_1k_tokens"], 0)]
+            + [harness.fmt(e[f"{c}_gb_at_estimate_tokens"]) for c in FLAGS.loss_paths]
             + [f"{e[f'{c}_max_tokens_per_device']:,}" if e[f"{c}_max_tokens_per_device"] else None
                for c in FLAGS.loss_paths] for e in est], right_from=1))
-    print(common.json_line({"bench": "memory", "date": common.now(), "cpu_count": os.cpu_count(),
+    print(harness.json_line({"bench": "memory", "date": harness.now(), "cpu_count": os.cpu_count(),
                             "threads": FLAGS.threads, "repeats": FLAGS.repeats,
                             "loss_repeats": FLAGS.loss_repeats or FLAGS.repeats, "legacy_commit": FLAGS.legacy_commit,
                             "results": rows, "loss_path_ratios": ratios,
@@ -382,7 +382,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from keras_transformer.runtime import silence_native_stderr
+    from keras_transformer.tf_setup import silence_native_stderr
 
     silence_native_stderr()  # C++ start-up chatter (CUDA probing); Python errors still reach stderr
     app.run(main)

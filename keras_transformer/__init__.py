@@ -11,7 +11,7 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_transformer.runtime import import_tensorflow_quietly  # noqa: E402
+from keras_transformer.tf_setup import import_tensorflow_quietly  # noqa: E402
 
 import_tensorflow_quietly()
 

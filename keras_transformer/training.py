@@ -25,7 +25,7 @@ from keras_transformer import _keras_compat
 from keras_transformer import callbacks as kt_callbacks
 from keras_transformer.config import STRATEGIES, Recipe
 from keras_transformer.data import batching
-from keras_transformer.runtime import quietly
+from keras_transformer.tf_setup import quietly
 from keras_transformer.schedules import paper_adam
 from keras_transformer.train_step import TransformerTrainer, build_trainer
 from keras_transformer.workdir import WorkDir

@@ -25,7 +25,7 @@ import pytest
 import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
-from keras_transformer.runtime import init_devices
+from keras_transformer.tf_setup import init_devices
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -179,7 +179,7 @@ def _parse_flags(argv):
 
 def run(main) -> None:
     """``app.run(main)`` with TensorFlow's devices initialised quietly first."""
-    from keras_transformer.runtime import init_devices, silence_native_stderr
+    from keras_transformer.tf_setup import init_devices, silence_native_stderr
 
     init_devices()
     silence_native_stderr()

@@ -40,10 +40,10 @@ def main(argv):
     if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir) and not os.listdir(FLAGS.export_dir)):
         common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory (an export is never "
                     "written over another); remove it or choose another")
-    from keras_transformer.pipeline import run_pipeline
+    from keras_transformer.job import run_job
 
     try:
-        run_pipeline(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences,
+        run_job(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences,
                      command=shlex.join(["kt-pipeline", *sys.argv[1:]]))
     except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)

@@ -7,7 +7,7 @@ training batches it makes of Multi30k val with a 400-piece tokenizer trained int
 
 import json
 
-from keras_transformer.runtime import init_devices
+from keras_transformer.tf_setup import init_devices
 
 init_devices(cpu_devices=4)
 

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from keras_transformer.runtime import init_devices
+from keras_transformer.tf_setup import init_devices
 
 init_devices(cpu_devices=2)
 

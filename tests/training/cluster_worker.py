@@ -7,7 +7,7 @@ WORKDIR. Prints one JSON line: the steps trained and the SHA-256 of the final we
 
 import json
 
-from keras_transformer.runtime import init_devices
+from keras_transformer.tf_setup import init_devices
 
 init_devices()
 

@@ -8,7 +8,7 @@ how far the two updates are apart.
 
 import json
 
-from keras_transformer.runtime import init_devices
+from keras_transformer.tf_setup import init_devices
 
 init_devices(cpu_devices=2)
 

@@ -1,6 +1,6 @@
 """The whole parsing job (§6.3): train -> average checkpoints -> parse the test trees, F1 -> export -> sample parses.
 
-``pipeline.run_pipeline`` hands a corpus-ptb recipe here; the stages are the
+``job.run_job`` hands a corpus-ptb recipe here; the stages are the
 same library calls as for translation (``training.train``,
 ``checkpoints.average_checkpoints``, ``export.export``), with labeled bracket
 F1 (EVALB COLLINS.prm through PYEVALB, ``parse_scoring``) where translation
@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from keras_transformer import parse_scoring, parsing
 from keras_transformer.config import Recipe
 from keras_transformer.data import corpora, treebank
-from keras_transformer.pipeline import export_averaged, train_and_average, write_metadata
+from keras_transformer.job import export_averaged, train_and_average, write_metadata
 
 SAMPLE_SENTENCES = (
     "Ms. Haag plays Elianti .",
@@ -23,7 +23,7 @@ SAMPLE_SENTENCES = (
 )
 
 
-def run_parse_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
+def run_parse_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
                        strategy: str = "mirrored", eval_sentences: Optional[int] = None,
                        samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
     """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured;

@@ -49,7 +49,7 @@ def shipped_results(recipe: Recipe, export_dir: str, shipped_dir: Path = SHIPPED
     return found
 
 
-def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
+def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
                  strategy: str = "mirrored", eval_sentences: Optional[int] = None,
                  samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
     """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured.
@@ -58,9 +58,9 @@ def run_pipeline(recipe: Recipe, workdir: str, export_dir: str, data_dir: Option
     can print how to reproduce this one.
     """
     if recipe.data.corpus == "ptb":  # constituency parsing (§6.3): F1 where translation has BLEU
-        from keras_transformer.parse_pipeline import run_parse_pipeline
+        from keras_transformer.parse_job import run_parse_job
 
-        return run_parse_pipeline(recipe, workdir, export_dir, data_dir, strategy, eval_sentences, log=log,
+        return run_parse_job(recipe, workdir, export_dir, data_dir, strategy, eval_sentences, log=log,
                                   command=command)
     data_dir = str(corpora.resolve_data_dir(data_dir))
     averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)

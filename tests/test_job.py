@@ -34,7 +34,7 @@ def _write_metadata(directory, **fields):
 
 def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp_path):
     import recipes
-    from keras_transformer.pipeline import shipped_results
+    from keras_transformer.job import shipped_results
 
     data = {"corpus": "multi30k", "source_lang": "en", "target_lang": "de"}
     _write_metadata(tmp_path / "a", test_split="test_2016_flickr", command="kt-pipeline --recipe=multi30k",

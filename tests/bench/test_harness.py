@@ -1,8 +1,8 @@
-"""bench/common.py: the analytic FLOP count and the fixed batches both frameworks train on."""
+"""bench/harness.py: the analytic FLOP count and the fixed batches both frameworks train on."""
 
 import numpy as np
 
-from bench import common
+from bench import harness
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import ModelConfig
 
@@ -14,7 +14,7 @@ def test_train_step_flops_by_hand():
     # decoder: self + FFN 2*3*128 = 768, cross W^Q,W^O 2*3*32 = 192, W^K,W^V 2*2*32 = 128,
     #          self scores 2*1*2*9*4 = 144, cross scores 2*1*2*3*2*4 = 96                        -> 1328
     # softmax: 2*3*4*10 = 240;  step = 3 * (576 + 1328 + 240)
-    assert common.train_step_flops(config, 1, 2, 3) == 3 * (576 + 1328 + 240)
+    assert harness.train_step_flops(config, 1, 2, 3) == 3 * (576 + 1328 + 240)
 
 
 def test_train_step_flops_is_about_six_flops_per_matmul_weight_and_token():
@@ -25,13 +25,13 @@ def test_train_step_flops_is_about_six_flops_per_matmul_weight_and_token():
     encoder_weights = 3 * (4 * d * d + 2 * d * f)  # per source token
     decoder_weights = 3 * (6 * d * d + 2 * d * f) + d * 8000  # per target token (cross W^K, W^V on the source)
     approx = 6 * (b * s * (encoder_weights + 3 * 2 * d * d) + b * t * decoder_weights)
-    flops = common.train_step_flops(config, b, s, t)
+    flops = harness.train_step_flops(config, b, s, t)
     assert approx < flops < 1.1 * approx  # the rest is attention scores: small at these lengths
 
 
 def test_fixed_batch_is_deterministic_and_shaped_like_a_bucket():
-    source, target_in, target_out = common.fixed_batch(100, 8, 10, 12, seed=3)
-    again = common.fixed_batch(100, 8, 10, 12, seed=3)
+    source, target_in, target_out = harness.fixed_batch(100, 8, 10, 12, seed=3)
+    again = harness.fixed_batch(100, 8, 10, 12, seed=3)
     for x, y in zip((source, target_in, target_out), again):
         np.testing.assert_array_equal(x, y)
     assert source.shape == (8, 10) and target_in.shape == target_out.shape == (8, 12)
@@ -47,5 +47,5 @@ def test_fixed_batch_is_deterministic_and_shaped_like_a_bucket():
 
 
 def test_batch_shape_from_flag_or_table():
-    assert common.batch_shape("multi30k") == (160, 24, 26)
-    assert common.batch_shape("base", "8x16x18") == (8, 16, 18)
+    assert harness.batch_shape("multi30k") == (160, 24, 26)
+    assert harness.batch_shape("base", "8x16x18") == (8, 16, 18)
