@@ -12,11 +12,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_transformer.layers.encoder import _Block, _Stack
+from keras_transformer.layers.encoder import BlockBase, StackBase
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderLayer(_Block):
+class DecoderLayer(BlockBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.self_attention = self._attention("self_attention")
@@ -52,7 +52,7 @@ class DecoderLayer(_Block):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(_Stack):
+class Decoder(StackBase):
     layer_class = DecoderLayer
 
     def call(self, y, memory, self_mask, memory_mask, training=None):

@@ -13,8 +13,8 @@ BLOCK_ARGS = ("d_model", "d_ff", "num_heads", "d_k", "d_v", "dropout", "attentio
               "layer_norm_epsilon")
 
 
-class _Block(keras.layers.Layer):
-    """Shared construction and config of encoder/decoder layers."""
+class BlockBase(keras.layers.Layer):
+    """Shared construction and config of encoder and decoder layers (``decoder.DecoderLayer`` too)."""
 
     def __init__(self, d_model, d_ff, num_heads, d_k=None, d_v=None, dropout=0.1, attention_dropout=0.0,
                  relu_dropout=0.0, norm="post", layer_norm_epsilon=1e-6, **kwargs):
@@ -53,7 +53,7 @@ class _Block(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class EncoderLayer(_Block):
+class EncoderLayer(BlockBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.self_attention = self._attention("self_attention")
@@ -68,7 +68,7 @@ class EncoderLayer(_Block):
         return self.ffn_residual(x, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
 
-class _Stack(keras.layers.Layer):
+class StackBase(keras.layers.Layer):
     """N layers; under pre-norm a final LayerNorm closes the stack."""
 
     layer_class = None
@@ -101,7 +101,7 @@ class _Stack(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(_Stack):
+class Encoder(StackBase):
     layer_class = EncoderLayer
 
     def call(self, x, mask, training=None):
