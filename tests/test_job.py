@@ -1,6 +1,7 @@
 """The README's main command, on the tiny recipe: train, average, evaluate, export, translate."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_kt_pipeline_end_to_end(tmp_path):
     assert len(metadata["samples"]) == 3
     assert metadata["command"].startswith("kt-pipeline --recipe=tiny --train_steps=40")
     # The tiny run scores test_2016_flickr, so the shipped Multi30k model is printed beside it with its command.
-    shipped = json.loads((REPO_ROOT / "saved_models" / "multi30k_en_de" / "metadata.json").read_text())
+    shipped = json.loads(Path(REPO_ROOT, "saved_models", "multi30k_en_de", "metadata.json").read_text())
     assert ("shipped " in out.stdout and f"BLEU {shipped['bleu']:.2f}" in out.stdout
             and "reproduce: kt-pipeline --recipe=multi30k --workdir=runs/multi30k" in out.stdout), out.stdout
 
