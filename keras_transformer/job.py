@@ -50,8 +50,8 @@ def shipped_results(recipe: Recipe, export_dir: str, shipped_dir: Path = SHIPPED
 
 
 def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
-                 strategy: str = "mirrored", eval_sentences: Optional[int] = None,
-                 samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
+            strategy: str = "mirrored", eval_sentences: Optional[int] = None,
+            samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
     """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured.
 
     ``command`` (the command line that ran it) is recorded in the metadata, so a later run on the same test set
@@ -65,8 +65,7 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
     data_dir = str(corpora.resolve_data_dir(data_dir))
     averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
 
-    source_file, reference_file = corpora.split_files(recipe.data, recipe.data.test_split, corpora.resolve_data_dir(
-        data_dir))
+    source_file, reference_file = corpora.split_files(recipe.data, recipe.data.test_split, Path(data_dir))
     sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
     if eval_sentences:
         sources, references = sources[:eval_sentences], references[:eval_sentences]

@@ -24,8 +24,8 @@ SAMPLE_SENTENCES = (
 
 
 def run_parse_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
-                       strategy: str = "mirrored", eval_sentences: Optional[int] = None,
-                       samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
+                  strategy: str = "mirrored", eval_sentences: Optional[int] = None,
+                  samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
     """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured;
     ``command`` (the command line that ran it) is recorded there."""
     data_dir = str(corpora.resolve_data_dir(data_dir))
