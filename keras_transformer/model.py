@@ -74,7 +74,8 @@ class Transformer(keras.Model):
     def decode_step(self, token_ids, step, cache, memory_mask):
         """token_ids [N] at position ``step`` (scalar) -> (logits [N, V] float32, cache one position longer).
 
-        Every tensor in ``cache`` has N rows: repeat the memory's per hypothesis (``DecoderLayer.step``).
+        ``cache`` k, v have N rows; its memory_k, memory_v and ``memory_mask`` one row per item (B rows,
+        N = B*K, an item's K hypotheses adjacent; ``DecoderLayer.step``).
         """
         y = self._embed(token_ids[:, None], start=step)[:, 0, :]  # [N, D]
         y, cache = self.decoder.step(y, cache, memory_mask)

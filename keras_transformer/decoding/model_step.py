@@ -50,8 +50,8 @@ def _tile(x, beam_size):
 def cached_step_fn(model, source_ids, beam_size):
     """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step."""
     layers = model.init_cache(model.encode(source_ids))  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
-    constants = {"memory": [{name: _tile(c[name], beam_size) for name in ("memory_k", "memory_v")} for c in layers],
-                 "memory_mask": _tile(masks.padding_mask(source_ids), beam_size)}  # [B*K, H, S, d], [B*K, 1, 1, S]
+    constants = {"memory": [{name: c[name] for name in ("memory_k", "memory_v")} for c in layers],
+                 "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
 
@@ -65,14 +65,16 @@ def cached_step_fn(model, source_ids, beam_size):
 
 def redecode_step_fn(model, source_ids, beam_size, max_steps):
     """(step_fn, cache, constants): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
-    constants = {"memory": _tile(model.encode(source_ids), beam_size),  # [B*K, S, D]
-                 "memory_mask": _tile(masks.padding_mask(source_ids), beam_size)}  # [B*K, 1, 1, S]
-    cache = {"prefix": tf.zeros([tf.shape(constants["memory"])[0], max_steps], tf.int32)}  # [B*K, T_max]
+    constants = {"memory": model.encode(source_ids),  # [B, S, D]
+                 "memory_mask": masks.padding_mask(source_ids)}  # [B, 1, 1, S]
+    cache = {"prefix": tf.zeros([tf.shape(source_ids)[0] * beam_size, max_steps], tf.int32)}  # [B*K, T_max]
 
     def step_fn(token_ids, step, cache, constants):
         at_step = tf.equal(tf.range(max_steps), step)[None, :]  # [1, T_max]
         prefix = tf.where(at_step, token_ids[:, None], cache["prefix"])  # [B*K, T_max]
-        logits = model.decode(prefix[:, : step + 1], constants["memory"], constants["memory_mask"])[:, -1, :]
+        per_beam = [_tile(c, tf.shape(token_ids)[0] // tf.shape(c)[0]) for c in (constants["memory"],
+                                                                                 constants["memory_mask"])]
+        logits = model.decode(prefix[:, : step + 1], *per_beam)[:, -1, :]
         return log_probs_from_logits(logits), {"prefix": prefix}  # [B*K, V]
 
     return step_fn, cache, constants

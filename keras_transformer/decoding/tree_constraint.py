@@ -87,7 +87,8 @@ def count_words(source_ids, word_starts):
 
 def constrained_step_fn(step_fn, kinds):
     """Wraps a search's ``step_fn``: its cache becomes {"model": ..., "tree": state [N] x 4}, its constants
-    {"model": ..., "words": n [N], "max_lengths": L [N]}; banned tokens get NEG_INF (module docstring)."""
+    {"model": ..., "words": n [B], "max_lengths": L [B]} (one row per item); banned tokens get NEG_INF (module
+    docstring)."""
 
     def wrapped(token_ids, step, cache, constants):
         log_probs, model_cache = step_fn(token_ids, step, cache["model"], constants["model"])  # [N, V]
@@ -98,7 +99,9 @@ def constrained_step_fn(step_fn, kinds):
         slots = slots + is_slot
         opened = is_open
         started = tf.maximum(started, is_open)
-        n, room = constants["words"], constants["max_lengths"] - (step + 1)  # [N]: words, tokens after this one
+        beams = tf.shape(token_ids)[0] // tf.shape(constants["words"])[0]  # K rows per item
+        n, length = (tf.repeat(constants[name], beams) for name in ("words", "max_lengths"))  # [N]
+        room = length - (step + 1)  # [N]: tokens after this one
         need = n - slots + depth  # [N] slots and closes still to write
         at_root, inside, has_slots = tf.equal(depth, 0), depth > 0, slots < n
         allowed = tf.stack([
@@ -123,7 +126,7 @@ def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, ex
     rows = tf.shape(source_ids)[0] * beam_size
     zeros = tf.zeros([rows], tf.int32)  # [B*K]
     cache = {"model": cache, "tree": (zeros, zeros, zeros, zeros)}
-    constants = {"model": constants, "words": tf.repeat(words, beam_size), "max_lengths": tf.repeat(lengths, beam_size)}
+    constants = {"model": constants, "words": words, "max_lengths": lengths}  # one row per item
     result = beam_search(constrained_step_fn(step_fn, kinds), cache, beam_size, lengths, alpha, constants)
     return result.sequences, result.scores
 

@@ -45,7 +45,7 @@ class MultiHeadAttention(keras.layers.Layer):
       ``project_key_value(memory)``            -> (k [B, H, S, d_k], v [B, H, S, d_v])
       ``attend(query, k, v, mask)``            -> [B, T, D]   (precomputed keys/values)
       ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
-      ``attend_rows(x, k, v, mask)``         -> [N, D]      (one query per row, decoding)
+      ``attend_rows(x, k, v, mask)``         -> [N, D]      (one query per row, rows grouped per memory row)
       ``self_attend_step(x, cache_k, cache_v, qkv)`` -> ([N, D], k, v one position longer)
     """
 
@@ -107,13 +107,19 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(x, (-1, self.num_heads, 1, depth))
 
     def _heads_to_rows(self, heads):
-        """[N, H, 1, d_v] -> [N, D] through W^O."""
+        """[N, H, 1, d_v] (or [B, G, H, d_v], N = B G) -> [N, D] through W^O."""
         return self.output_dense(ops.reshape(heads, (-1, self.num_heads * self.d_v)))
 
     def attend_rows(self, x, k, v, mask=None):
-        """One query per row (decoding): x [N, D], k [N, H, S, d_k], v [N, H, S, d_v], mask [N, 1, 1, S] -> [N, D]."""
-        heads, _ = scaled_dot_product_attention(self._rows_to_heads(self.query_dense(x), self.d_k), k, v, mask)
-        return self._heads_to_rows(heads)
+        """One query per row (decoding), G = N / B consecutive rows per memory row (the K beams of an item).
+
+        x [N, D]; k [B, H, S, d_k], v [B, H, S, d_v], mask [B, 1, 1, S] -> [N, D]. The G queries of a memory
+        row attend together ([G, d_k] x [d_k, S] per head), so the memory is never repeated per beam.
+        """
+        b = ops.shape(k)[0]
+        q = ops.reshape(self.query_dense(x), (b, -1, self.num_heads, self.d_k))  # [B, G, H, d_k]
+        heads, _ = scaled_dot_product_attention(ops.transpose(q, (0, 2, 1, 3)), k, v, mask)  # [B, H, G, d_v]
+        return self._heads_to_rows(ops.transpose(heads, (0, 2, 1, 3)))  # [N, D]
 
     def fused_qkv(self, dtype="float32"):
         """(kernel [D, H (2 d_k + d_v)], bias): W^Q, W^K, W^V side by side, for ``self_attend_step``."""

@@ -2,9 +2,10 @@
 
 Besides the full (teacher-forced) pass, ``step`` runs one target position at a
 time against a key/value cache, on rows [N, D] (one hypothesis each; N = B*K
-under beam search): the decoder's self-attention keys/values grow by one
-position per step, and the encoder-decoder keys/values are computed once from
-the memory (``init_cache``) and repeated per hypothesis by the caller.
+under beam search, an item's K beams adjacent): the decoder's self-attention
+keys/values grow by one position per step, and the encoder-decoder
+keys/values are computed once from the memory (``init_cache``), one row per
+item, shared by its K beams (never repeated per hypothesis).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ class DecoderLayer(BlockBase):
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
     def step(self, y, cache, memory_mask):
-        """One position per row. y [N, D]; cache: k, v [N, H, t, d], memory_k, memory_v [N, H, S, d], qkv.
+        """One position per row. y [N, D]; cache: k, v [N, H, t, d], memory_k, memory_v [B, H, S, d], qkv.
 
-        memory_mask [N, 1, 1, S]. Returns (y [N, D], cache with k, v [N, H, t + 1, d]).
+        memory_mask [B, 1, 1, S]; N = B*K, rows j*K..j*K+K-1 read memory row j. Returns (y [N, D], cache with
+        k, v [N, H, t + 1, d]).
         """
         new = dict(cache)
 

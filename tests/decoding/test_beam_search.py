@@ -9,6 +9,7 @@ from keras_transformer.config import ModelConfig
 from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, greedy_translate_ids, length_penalty,
                                         translate_ids)
 from keras_transformer.decoding import model_step
+from keras_transformer.decoding.beam_search import top_k_by_blocks
 from keras_transformer.model import build_model
 
 A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
@@ -114,6 +115,22 @@ def test_per_item_max_length_and_fallback_to_alive():
     np.testing.assert_allclose(scores[:, 0], [3 * np.log(0.7) / (8 / 6) ** 0.6, 6 * np.log(0.7) / (11 / 6) ** 0.6],
                                rtol=1e-5)
     np.testing.assert_allclose(scores[0, 1], (2 * np.log(0.7) + np.log(0.2)) / (8 / 6) ** 0.6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("v, k", [(8000, 8), (640, 8), (576, 9), (576, 8), (37, 8), (8000, 1)])
+def test_top_k_by_blocks_equals_top_k_with_its_ties(v, k):
+    """Values and indices as tf.math.top_k, ties to the lower index: few distinct values (ties across blocks),
+    a row of one value, a row of banned tokens; blocked (V = 8000, 640, 576 with k < 9 blocks) or plain."""
+    rng = np.random.default_rng(v + k)
+    x = rng.integers(-6, 0, (5, v)).astype(np.float32)  # six values: every top-k ends in a tie
+    x[1] = -1.0
+    x[2, ::3] = NEG_INF
+    x[3] = rng.normal(size=v)
+    want = tf.math.top_k(x, k=k)
+    for got in (top_k_by_blocks(tf.constant(x), k),
+                tf.function(lambda x: top_k_by_blocks(x, tf.constant(k)))(tf.constant(x))):
+        np.testing.assert_array_equal(got[0].numpy(), want.values.numpy())
+        np.testing.assert_array_equal(got[1].numpy(), want.indices.numpy())
 
 
 # -- a real tiny Transformer -------------------------------------------------------------------------------------

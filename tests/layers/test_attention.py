@@ -81,3 +81,18 @@ def test_attend_rows_equals_attention_of_one_query():
     expected = np.asarray(mha(x, memory, mask))[:, 0]  # [3, 8]
     k, v = mha.project_key_value(memory)
     np.testing.assert_allclose(np.asarray(mha.attend_rows(x[:, 0], k, v, mask)), expected, atol=1e-5)
+
+
+def test_attend_rows_groups_the_rows_of_one_memory_row():
+    """N = B*G rows, G consecutive rows per memory row (an item's beams): the same as each row with its own copy."""
+    mha = MultiHeadAttention(d_model=8, num_heads=2, d_k=3, d_v=5)
+    rng = np.random.default_rng(5)
+    x, memory = rng.normal(size=(6, 8)).astype("float32"), rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1] * 5], bool)[:, None, None, :]  # [2, 1, 1, 5]
+    expected = np.asarray(mha(x[None, 4:5], memory[1:], mask[1:]))[0, 0]  # row 4 alone, with item 1's memory
+    k, v = mha.project_key_value(memory)  # [2, 2, 5, 3], [2, 2, 5, 5]
+    grouped = np.asarray(mha.attend_rows(x, k, v, mask))  # [6, 8]: rows 0-2 read item 0, rows 3-5 item 1
+    repeat = lambda t: np.repeat(np.asarray(t), 3, axis=0)  # noqa: E731
+    per_row = np.asarray(mha.attend_rows(x, repeat(k), repeat(v), repeat(mask)))  # G = 1
+    np.testing.assert_allclose(grouped, per_row, atol=1e-6)
+    np.testing.assert_allclose(per_row[4], expected, atol=1e-5)

@@ -39,7 +39,7 @@ def constrained_search(favourite, words, extra, beam_size=4, alpha=0.3):
     rows = tf.shape(words)[0] * beam_size
     zeros = tf.zeros([rows], tf.int32)
     cache = {"model": {"steps": zeros}, "tree": (zeros, zeros, zeros, zeros)}
-    constants = {"model": (), "words": tf.repeat(words, beam_size), "max_lengths": tf.repeat(lengths, beam_size)}
+    constants = {"model": (), "words": words, "max_lengths": lengths}  # one row per item
     step_fn = tree_constraint.constrained_step_fn(fake_step_fn(favourite), tf.constant(KINDS, tf.int32))
     return beam_search(step_fn, cache, beam_size, lengths, alpha, constants)
 
