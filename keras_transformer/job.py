@@ -130,7 +130,8 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
 def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print) -> None:
     """Stage 4 of every task's pipeline: the averaged checkpoint as a SavedModel (the task's module)."""
     model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
-    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": averaged})
+    named = os.path.join(workdir, os.path.relpath(averaged, os.path.abspath(workdir)))  # under --workdir as given
+    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": named})
     log(f"[4/5] exported the SavedModel to {export_dir}")
 
 

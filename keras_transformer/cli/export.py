@@ -66,7 +66,8 @@ def _check_flags() -> None:
 
 
 def _source_info(model_arg: str, checkpoint: str) -> dict:
-    """What the export was made from: the checkpoint and work directory, or the SavedModel (and its checkpoint)."""
+    """What the export was made from: the checkpoint and work directory, or the SavedModel (and its checkpoint),
+    named as on the command line (relative paths stay relative: an export that is shipped names no machine)."""
     import json
 
     from keras_transformer import checkpoints, export, inference
@@ -74,10 +75,10 @@ def _source_info(model_arg: str, checkpoint: str) -> dict:
     if inference.is_saved_model(model_arg):
         with open(os.path.join(model_arg, "assets", export.EXPORT_INFO)) as f:
             saved = json.load(f)
-        return {"saved_model": os.path.abspath(model_arg),
+        return {"saved_model": model_arg,
                 **{k: saved[k] for k in ("checkpoint", "workdir") if k in saved}}
     path = checkpoints.resolve_checkpoint(model_arg, checkpoint)
-    return {"checkpoint": os.path.abspath(path), "workdir": os.path.abspath(model_arg)}
+    return {"checkpoint": str(path), "workdir": model_arg}
 
 
 def main(argv):
