@@ -72,9 +72,9 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
     def step_fn(token_ids, step, cache, constants):
         at_step = tf.equal(tf.range(max_steps), step)[None, :]  # [1, T_max]
         prefix = tf.where(at_step, token_ids[:, None], cache["prefix"])  # [B*K, T_max]
-        per_beam = [_tile(c, tf.shape(token_ids)[0] // tf.shape(c)[0]) for c in (constants["memory"],
-                                                                                 constants["memory_mask"])]
-        logits = model.decode(prefix[:, : step + 1], *per_beam)[:, -1, :]
+        beams = tf.shape(token_ids)[0] // tf.shape(constants["memory"])[0]  # K rows per item
+        memory, memory_mask = (_tile(constants[name], beams) for name in ("memory", "memory_mask"))  # B*K rows
+        logits = model.decode(prefix[:, : step + 1], memory, memory_mask)[:, -1, :]
         return log_probs_from_logits(logits), {"prefix": prefix}  # [B*K, V]
 
     return step_fn, cache, constants
