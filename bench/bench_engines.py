@@ -3,6 +3,7 @@
     python bench/bench_engines.py                                   # 1,000 test_2016_flickr sentences, batch 1 and 32
     python bench/bench_engines.py --num_sentences=200 --rounds=5 --systems=saved_model,hf,hf_gnmt
     python bench/bench_engines.py --baseline_saved_model=/tmp/legacy_export/saved_models/multi30k_en_de
+    python bench/bench_engines.py --baseline_saved_model=/tmp/a/multi30k_en_de,/tmp/b/multi30k_en_de --batch_sizes=32
 
 Every system runs the same weights (--model: a SavedModel or a training work directory, read by
 checkpoints.load_for_inference) on the same sentences, cut into the same batches (sorted by source length in
@@ -11,7 +12,9 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
 
     saved_model          our decoder today: the model exported afresh (export.export) and served through
                          tf.saved_model.load(...).signatures["serving_default"]
-    baseline             --baseline_saved_model loaded as it is (e.g. an older export of the same weights)
+    baseline, baseline2, ...
+                         each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
+                         its row gives our SavedModel's speed-up over it ("ours ×")
     ctranslate2_float32, ctranslate2_int8
                          keras_transformer.engines.ctranslate2_convert (quantization float32 / int8), served by
                          ctranslate2.Translator.translate_batch as it comes: its length penalty log P / |Y|^α,
@@ -52,16 +55,17 @@ from bench import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-ALL_SYSTEMS = ("saved_model", "baseline", "ctranslate2_float32", "ctranslate2_int8", "kt_ctranslate2_float32",
+ALL_SYSTEMS = ("saved_model", "ctranslate2_float32", "ctranslate2_int8", "kt_ctranslate2_float32",
                "kt_ctranslate2_int8", "hf", "hf_gnmt")
 
 flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
                     "A SavedModel or a training work directory (checkpoints.load_for_inference).")
 flags.DEFINE_string("checkpoint", "latest", "For a work directory: latest, averaged, best or a prefix.")
-flags.DEFINE_string("baseline_saved_model", None, "Also time this SavedModel as it is (row 'baseline').")
+flags.DEFINE_list("baseline_saved_model", [], "Also time these SavedModels as they are (rows 'baseline', "
+                                               "'baseline2', ...).")
 flags.DEFINE_list("systems", ["saved_model", "ctranslate2_float32", "ctranslate2_int8", "kt_ctranslate2_float32",
                               "kt_ctranslate2_int8", "hf"],
-                  f"Systems to time, of {', '.join(ALL_SYSTEMS)} (baseline is added by --baseline_saved_model).")
+                  f"Systems to time, of {', '.join(ALL_SYSTEMS)} (--baseline_saved_model adds the baselines).")
 flags.DEFINE_string("data_dir", None, "Data directory (default: $KT_DATA_DIR or ../shared/data).")
 flags.DEFINE_string("split", "test_2016_flickr", "Split of the model's corpus to translate.")
 flags.DEFINE_integer("num_sentences", 1000, "The split's first N sentences.")
@@ -75,12 +79,13 @@ flags.DEFINE_float("pause", 0.5, "Seconds between two timed systems (lets spinni
 flags.DEFINE_string("workdir", None, "Keep the converted models here (default: a temporary directory).")
 FLAGS = flags.FLAGS
 
-LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)", "baseline": "SavedModel as given (baseline)",
+LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (engines.ctranslate2_translate)",
           "kt_ctranslate2_int8": "CTranslate2 int8 (engines.ctranslate2_translate)",
           "hf": "HF MarianMTModel.generate", "hf_gnmt": "HF generate, GNMT length penalty"}
+BASELINES = {}  # system name -> SavedModel directory (--baseline_saved_model)
 
 
 def installed(*packages):
@@ -119,8 +124,8 @@ def prepare(systems, workdir, model, recipe, tok):
         if system == "saved_model":
             export.export(model, tok, recipe, path)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
-        elif system == "baseline":
-            ready[system] = ["--kind=saved_model", f"--artifact={FLAGS.baseline_saved_model}"]
+        elif system in BASELINES:
+            ready[system] = ["--kind=saved_model", f"--artifact={BASELINES[system]}"]
         elif system in ("hf", "hf_gnmt"):
             if not installed("torch", "transformers"):
                 skipped[system] = "torch or transformers not installed"
@@ -209,7 +214,8 @@ def rows_for(batch_size, outputs, references, n):
     rows = []
     for system, runs in outputs.items():
         first = runs[0][1]
-        row = {"system": system, "label": LABELS[system], "batch_size": batch_size, "sentences": n,
+        label = LABELS.get(system) or f"SavedModel as given ({system}: {BASELINES[system]})"
+        row = {"system": system, "label": label, "batch_size": batch_size, "sentences": n,
                "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],
                "sentences_per_s": round(n / harness.median(seconds[system]), 2),
@@ -220,6 +226,9 @@ def rows_for(batch_size, outputs, references, n):
                 row[key] = round(harness.median([r / x for r, x in zip(seconds[name], seconds[system])]), 3)
         if ours is not None:
             row["identical_vs_saved_model"] = sum(a == b for a, b in zip(first, ours))
+        if system in BASELINES and "saved_model" in seconds:  # how much faster ours is, per round
+            row["saved_model_speedup"] = round(harness.median(
+                [x / s for x, s in zip(seconds[system], seconds["saved_model"])]), 3)
         rows.append(row)
     return rows
 
@@ -231,8 +240,10 @@ def main(argv):
     from keras_transformer import checkpoints, evaluation
     from keras_transformer.data import corpora
 
-    systems = [s for s in FLAGS.systems if s != "baseline"] + (["baseline"] if FLAGS.baseline_saved_model else [])
-    unknown = set(systems) - set(ALL_SYSTEMS)
+    BASELINES.update({"baseline" + (str(i + 1) if i else ""): path
+                      for i, path in enumerate(FLAGS.baseline_saved_model)})
+    systems = [s for s in FLAGS.systems if s not in BASELINES] + list(BASELINES)
+    unknown = set(systems) - set(ALL_SYSTEMS) - set(BASELINES)
     if unknown:
         raise app.UsageError(f"--systems: unknown {sorted(unknown)}; known: {', '.join(ALL_SYSTEMS)}")
     model, recipe, tok = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
@@ -279,10 +290,11 @@ def report(results, skipped, recipe, n, prepare_seconds):
     print(f"\n{harness.header('bench_engines')}: {n} {FLAGS.split} sentences, beam {d.beam_size}, α {d.alpha}, "
           f"max length source + {d.extra_length}, {FLAGS.threads} intra-op / {FLAGS.inter_threads} inter-op threads, "
           f"medians of {FLAGS.rounds} rounds\n")
-    columns = ["system", "batch", "sentences/s", "× CTranslate2 fp32", "× HF", f"identical (of {n})", "BLEU"]
+    columns = ["system", "batch", "sentences/s", "× CTranslate2 fp32", "× HF", "ours ×", f"identical (of {n})",
+               "BLEU"]
     rows = [[r["label"], r["batch_size"], harness.fmt(r["sentences_per_s"]), harness.fmt(r.get(
-        "ratio_vs_ctranslate2_float32")), harness.fmt(r.get("ratio_vs_hf")), r.get("identical_vs_saved_model"),
-        harness.fmt(r["bleu"])] for r in results]
+        "ratio_vs_ctranslate2_float32")), harness.fmt(r.get("ratio_vs_hf")), harness.fmt(r.get(
+            "saved_model_speedup")), r.get("identical_vs_saved_model"), harness.fmt(r["bleu"])] for r in results]
     print(harness.markdown_table(columns, rows, right_from=1))
     for system, reason in skipped.items():
         print(f"skipped {system}: {reason}")

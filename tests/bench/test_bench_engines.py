@@ -1,8 +1,8 @@
 """bench/bench_engines.py at its smallest settings: every system it can run here gives a row with figures, a
 missing peer package is a skipped row with its reason, and the JSON line holds every figure.
 
-The shipped model serves twice, exported afresh and as it is (--baseline_saved_model): same weights, so the
-same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped, not failed.
+The shipped model serves three times, exported afresh and twice as it is (--baseline_saved_model, a list):
+same weights, so the same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped, not failed.
 """
 
 import importlib.util
@@ -27,7 +27,7 @@ def result():
     if not (corpora.resolve_data_dir() / corpora.MULTI30K_DIR / "test_2016_flickr.en.gz").is_file():
         pytest.skip("Multi30k test_2016_flickr not found (set KT_DATA_DIR)")
     proc = run_cli("bench/bench_engines.py", "--num_sentences=3", "--batch_sizes=2", "--rounds=1", "--pause=0",
-                   f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED}", timeout=600)
+                   f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED},{SHIPPED}", timeout=600)
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("| ") for line in lines), proc.stdout
     return json.loads(lines[-1]), proc.stdout
@@ -39,8 +39,9 @@ def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
     assert (payload["beam_size"], payload["alpha"], payload["extra_length"]) == (4, 0.6, 50)
     assert {"date", "cpu_count", "threads", "inter_threads", "versions", "skipped", "results"} <= set(payload)
     rows = {r["system"]: r for r in payload["results"]}
-    for system in ("saved_model", "baseline"):
+    for system in ("saved_model", "baseline", "baseline2"):
         assert system in rows
+    assert SHIPPED in rows["baseline2"]["label"] and "| ours × |" in stdout
     for system, installed in HAS.items():
         if installed:
             assert system in rows, payload["skipped"].get(system)
@@ -52,12 +53,14 @@ def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
         assert 0 <= row["identical_vs_saved_model"] <= 3
         assert ("ratio_vs_hf" in row) == ("hf" in rows)
         assert ("ratio_vs_ctranslate2_float32" in row) == ("ctranslate2_float32" in rows)
+        assert ("saved_model_speedup" in row) == row["system"].startswith("baseline")
 
 
 def test_same_weights_same_translations(result):
     rows = {r["system"]: r for r in result[0]["results"]}
     assert rows["saved_model"]["identical_vs_saved_model"] == 3
-    assert rows["baseline"]["identical_vs_saved_model"] == 3  # the shipped export, loaded as it is
+    for baseline in ("baseline", "baseline2"):  # the shipped export, loaded as it is
+        assert rows[baseline]["identical_vs_saved_model"] == 3 and rows[baseline]["saved_model_speedup"] > 0
     for reference in ("hf", "ctranslate2_float32"):
         if reference in rows:
             assert rows[reference][f"ratio_vs_{reference}"] == 1.0
