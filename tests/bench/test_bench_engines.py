@@ -2,7 +2,8 @@
 missing peer package is a skipped row with its reason, and the JSON line holds every figure.
 
 The shipped model serves three times, exported afresh and twice as it is (--baseline_saved_model, a list):
-same weights, so the same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped, not failed.
+same weights, so the same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped,
+not failed.
 """
 
 import importlib.util

@@ -18,8 +18,8 @@ from keras_transformer.model import build_model  # noqa: E402
 from tests.conftest import REPO_ROOT  # noqa: E402
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
-# Sentences whose best hypothesis under |Y|^α differs from ours (GNMT) for the shipped model: the swap matters.
-SENTENCES = ["The young lady is looking at the pizza.", "Two German sheperds snarling at each other."]  # test_2016_flickr
+# test_2016_flickr sentences whose best hypothesis under |Y|^α differs from ours (GNMT) for the shipped model.
+SENTENCES = ["The young lady is looking at the pizza.", "Two German sheperds snarling at each other."]
 CONFIG = ModelConfig(vocab_size=64, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                      max_length=48, dropout=0.0)
 
