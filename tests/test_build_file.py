@@ -6,11 +6,12 @@ evaluating it (Starlark is a Python subset) with recording stand-ins.
 
 import glob
 import os
+
 import pytest
 
-tomllib = pytest.importorskip("tomllib")
-
 from tests.conftest import REPO_ROOT
+
+tomllib = pytest.importorskip("tomllib")
 
 
 def _targets():
@@ -19,8 +20,8 @@ def _targets():
     def rule(kind):
         return lambda **kwargs: targets.append(dict(kwargs, kind=kind))
 
-    scope = {"package": lambda **k: None, "load": lambda *a, **k: None, "requirement": lambda name: f"@pip//{name}", "glob": lambda patterns: [],
-             "py_library": rule("py_library"), "py_test": rule("py_test"), "py_binary": rule("py_binary")}
+    scope = {"package": lambda **k: None, "load": lambda *a, **k: None, "requirement": lambda name: f"@pip//{name}",
+             "glob": lambda patterns: [], **{kind: rule(kind) for kind in ("py_library", "py_test", "py_binary")}}
     with open(os.path.join(REPO_ROOT, "BUILD")) as f:
         exec(compile(f.read(), "BUILD", "exec"), scope)
     return targets
