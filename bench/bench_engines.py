@@ -85,7 +85,11 @@ LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (engines.ctranslate2_translate)",
           "kt_ctranslate2_int8": "CTranslate2 int8 (engines.ctranslate2_translate)",
           "hf": "HF MarianMTModel.generate", "hf_gnmt": "HF generate, GNMT length penalty"}
-BASELINES = {}  # system name -> SavedModel directory (--baseline_saved_model)
+
+
+def baselines():
+    """{system name: SavedModel directory} of --baseline_saved_model: baseline, baseline2, ..."""
+    return {"baseline" + (str(i + 1) if i else ""): path for i, path in enumerate(FLAGS.baseline_saved_model)}
 
 
 def installed(*packages):
@@ -124,8 +128,8 @@ def prepare(systems, workdir, model, recipe, tok):
         if system == "saved_model":
             export.export(model, tok, recipe, path)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
-        elif system in BASELINES:
-            ready[system] = ["--kind=saved_model", f"--artifact={BASELINES[system]}"]
+        elif system in baselines():
+            ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]
         elif system in ("hf", "hf_gnmt"):
             if not installed("torch", "transformers"):
                 skipped[system] = "torch or transformers not installed"
@@ -214,7 +218,7 @@ def rows_for(batch_size, outputs, references, n):
     rows = []
     for system, runs in outputs.items():
         first = runs[0][1]
-        label = LABELS.get(system) or f"SavedModel as given ({system}: {BASELINES[system]})"
+        label = LABELS.get(system) or f"SavedModel as given ({system}: {baselines()[system]})"
         row = {"system": system, "label": label, "batch_size": batch_size, "sentences": n,
                "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],
@@ -226,7 +230,7 @@ def rows_for(batch_size, outputs, references, n):
                 row[key] = round(harness.median([r / x for r, x in zip(seconds[name], seconds[system])]), 3)
         if ours is not None:
             row["identical_vs_saved_model"] = sum(a == b for a, b in zip(first, ours))
-        if system in BASELINES and "saved_model" in seconds:  # how much faster ours is, per round
+        if system in baselines() and "saved_model" in seconds:  # how much faster ours is, per round
             row["saved_model_speedup"] = round(harness.median(
                 [x / s for x, s in zip(seconds[system], seconds["saved_model"])]), 3)
         rows.append(row)
@@ -240,10 +244,8 @@ def main(argv):
     from keras_transformer import checkpoints, evaluation
     from keras_transformer.data import corpora
 
-    BASELINES.update({"baseline" + (str(i + 1) if i else ""): path
-                      for i, path in enumerate(FLAGS.baseline_saved_model)})
-    systems = [s for s in FLAGS.systems if s not in BASELINES] + list(BASELINES)
-    unknown = set(systems) - set(ALL_SYSTEMS) - set(BASELINES)
+    systems = [s for s in FLAGS.systems if s not in baselines()] + list(baselines())
+    unknown = set(systems) - set(ALL_SYSTEMS) - set(baselines())
     if unknown:
         raise app.UsageError(f"--systems: unknown {sorted(unknown)}; known: {', '.join(ALL_SYSTEMS)}")
     model, recipe, tok = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
