@@ -10,7 +10,8 @@ checkpoints.load_for_inference) on the same sentences, cut into the same batches
 subwords), with the recipe's §6.1 decoding: beam 4, α 0.6, maximum output = source + 50. Each system times its
 own tokenization and detokenization with the model's SentencePiece file. Systems (--systems):
 
-    saved_model          our decoder today: the model exported afresh (export.export) and served through
+    saved_model          our decoder today: the model exported afresh (export.export, parallel_searches =
+                         --inter_threads) and served through
                          tf.saved_model.load(...).signatures["serving_default"]
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
@@ -29,7 +30,10 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
 
 Each system runs in a worker process of its own (bench/engines.py) with --threads intra-op threads and
 --inter_threads inter-op threads (TensorFlow pools; torch.set_num_threads / set_num_interop_threads;
-CTranslate2 intra_threads / inter_threads). After an untimed warm-up (first and last batch), each round
+CTranslate2 intra_threads / inter_threads). With --inter_threads=P > 1 the two engines that can decode parts of
+a batch at once do: our SavedModel is exported with parallel_searches=P (keras_transformer.decoding.parallel),
+CTranslate2's translate_batch gets max_batch_size = ceil(B / P) (its P translator replicas take a part each);
+--threads=1 --inter_threads=2 is that layout on 2 cores. After an untimed warm-up (first and last batch), each round
 times every system over all sentences, the order rotated round by round; figures are medians over rounds, and
 a ratio is the median of the per-round ratios of sentences/s. "identical" counts translations equal to our
 SavedModel's; BLEU is keras_transformer.evaluation.score (sacreBLEU, cased 13a) of each system's output on
@@ -126,7 +130,7 @@ def prepare(systems, workdir, model, recipe, tok):
     for system in systems:
         path = os.path.join(workdir, system)
         if system == "saved_model":
-            export.export(model, tok, recipe, path)
+            export.export(model, tok, recipe, path, parallel_searches=FLAGS.inter_threads)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]

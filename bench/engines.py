@@ -9,7 +9,8 @@ Kinds (strings in -> strings out; each times its own tokenization and detokeniza
     hf, hf_gnmt   transformers ``MarianMTModel.generate`` on the mapped weights (bench/marian.py); hf_gnmt swaps
                   in our length penalty; torch.set_num_threads(--threads), set_num_interop_threads(--inter_threads)
     ctranslate2   ``ctranslate2.Translator(dir, "cpu", intra_threads=--threads, inter_threads=--inter_threads)``
-                  and ``translate_batch``
+                  and ``translate_batch`` (with --inter_threads P > 1: max_batch_size ceil(B / P), the P parts
+                  decoded at once)
     kt_ctranslate2  keras_transformer.engines.ctranslate2_translate over the same directory: our length
                   penalty and per-sentence maximum lengths, by running every sentence to its maximum length and
                   rescoring what finished (its docstring); CTranslate2's default inter_threads (1)
@@ -134,9 +135,11 @@ def ctranslate2_system() -> Translate:
         ids = spm.source_ids(lines)
         tokens = [[source_pieces[i] for i in x] for x in ids]  # EOS included, in the directory's spelling
         longest = max(map(len, ids))
+        parts = -(-len(tokens) // FLAGS.inter_threads)  # with inter_threads P > 1, P parts decoded at once
         results = translator.translate_batch(
             tokens, beam_size=FLAGS.beam_size, length_penalty=FLAGS.alpha, max_input_length=0,
-            max_decoding_length=min(longest + FLAGS.extra_length, FLAGS.max_length), suppress_sequences=suppress)
+            max_decoding_length=min(longest + FLAGS.extra_length, FLAGS.max_length), suppress_sequences=suppress,
+            max_batch_size=parts if FLAGS.inter_threads > 1 else 0)
         return spm.text([[target_ids[t] for t in r.hypotheses[0]] for r in results])
 
     return translate

@@ -37,6 +37,15 @@ with fewer than K finished ones has empty slots, after them: an empty string
 with score -1e9; an input with none finished gets its K unfinished
 hypotheses instead, scored at that length.
 
+A batch is dealt to ``parallel_searches`` beam searches (2 unless ``kt-export
+--parallel_searches`` says otherwise; recorded in export.json) that run at once
+on TensorFlow's inter-op threads (``decoding.parallel``). Serve with intra-op
+parallelism 1 and inter-op parallelism of at least that number (TF Serving:
+``--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2``).
+An input's translation does not depend on the number; its score may differ in
+the last bits, as it does from one batch to another (the matmuls round by the
+batch's row count).
+
 Long inputs are truncated, never rejected: a source longer than
 ``max_source_length = min(recipe.data.max_length, recipe.model.max_length)``
 tokens (EOS included; the longest source seen in training) keeps its first
@@ -84,6 +93,9 @@ from keras_transformer.decoding.model_step import source_lengths
 TEXT_SIGNATURES = ("serving_default", "translate_with_options")
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 EXPORT_INFO = "export.json"
+# A batch's items are dealt to this many beam searches that run at once (decoding.parallel): 2 cores, the
+# benchmark machine's, kept busy by inter-op threads (README, "Decoding against the engines").
+PARALLEL_SEARCHES = 2
 
 # Every input is declared of unknown shape and its rank checked in the graph: with a declared shape the check
 # would be folded away at trace time, yet a server (TF Serving, a loaded signature) feeds a tensor of any shape.
@@ -201,7 +213,8 @@ def _named(variables, names):
 class Translator(tf.Module):
     """Beam-search translation of raw strings or ids with one model and its tokenizer (§6.1)."""
 
-    def __init__(self, model, tokenizer, recipe: Recipe, with_text: bool = True, name: str = "translator"):
+    def __init__(self, model, tokenizer, recipe: Recipe, with_text: bool = True, name: str = "translator",
+                 parallel_searches: int = PARALLEL_SEARCHES):
         super().__init__(name=name)
         # The SavedModel tracks the tf.Variables inside the Keras 3 variables, not the Keras model: tracking the
         # model saves each weight twice and leaves the handles the functions read uninitialised under TF1-style
@@ -214,6 +227,7 @@ class Translator(tf.Module):
         self._max_source_length = max_source_length(recipe)
         self._defaults = (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length)
         self._vocab_size = recipe.model.vocab_size
+        self.parallel_searches = parallel_searches
         self.translate_ids_with_options = tf.function(self._ids_with_options, input_signature=[_IDS, *_OPTIONS])
         self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[_IDS])
         if with_text:
@@ -248,7 +262,8 @@ class Translator(tf.Module):
 
     def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
         source_ids = truncate_source(source_ids, self._max_source_length)  # [B, S]
-        sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length)
+        sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length,
+                                               self.parallel_searches)
         return {"sequences": sequences, "scores": scores}  # [B, K, T], [B, K]
 
     def _translate_text(self, inputs, beam_size, alpha, extra_length):
@@ -266,10 +281,12 @@ class Translator(tf.Module):
         return {name: getattr(self, name) for name in names}
 
 
-def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True, info: Optional[dict] = None) -> str:
+def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True, info: Optional[dict] = None,
+           parallel_searches: int = PARALLEL_SEARCHES) -> str:
     """Write the translator SavedModel (see the module docstring) to ``export_dir``; returns it.
 
-    ``info`` (e.g. {"checkpoint": path}) is added to ``assets/export.json``.
+    ``info`` (e.g. {"checkpoint": path}) is added to ``assets/export.json``. ``parallel_searches``: the beam
+    searches a batch is dealt to (``decoding.parallel``; a translator's, not a parser's).
 
     ``export_dir`` must not exist or be an empty directory (FileExistsError otherwise: an export is never
     written over another). The SavedModel is written whole or not at all: into a hidden folder beside
@@ -287,10 +304,12 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
             raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
         translator = Parser(model, tokenizer, recipe)
     else:
-        translator = Translator(model, tokenizer, recipe, with_text=with_text)
+        translator = Translator(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
+    decode = dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha, extra_length=recipe.decode.extra_length)
+    if isinstance(translator, Translator):
+        decode["parallel_searches"] = parallel_searches
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
-                       decode=dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha,
-                                   extra_length=recipe.decode.extra_length),
+                       decode=decode,
                        signatures=list(translator.signatures()),
                        truncation="sources longer than max_source_length tokens (EOS included) keep their first "
                                   "max_source_length - 1 subwords, then EOS")

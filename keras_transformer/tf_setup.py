@@ -69,17 +69,22 @@ def import_tensorflow_quietly() -> None:
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
-def init_devices(cpu_devices: int = 0) -> None:
+def init_devices(cpu_devices: int = 0, decoding: bool = False) -> None:
     """Initialise TensorFlow's devices (quietly), optionally splitting the CPU.
 
     ``cpu_devices`` > 1 creates that many logical CPU devices, so a
     ``MirroredStrategy`` can run several replicas on one CPU (tests, and
-    data-parallel equivalence checks). Must run before any op executes.
+    data-parallel equivalence checks). ``decoding``: a process that only
+    decodes runs each op on one thread (intra-op parallelism 1) and its
+    parallel searches on the inter-op threads (``decoding.parallel``), unless
+    ``TF_NUM_INTRAOP_THREADS`` sets it. Must run before any op executes.
     Skipped under ``TF_CONFIG``: a ``MultiWorkerMirroredStrategy`` has to be
     created before the devices are initialised (see ``training.make_strategy``).
     """
     import tensorflow as tf
 
+    if decoding and not os.environ.get("TF_NUM_INTRAOP_THREADS"):
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     if os.environ.get("TF_CONFIG") and cpu_devices <= 1:
         return
     with quietly():

@@ -177,11 +177,12 @@ def _parse_flags(argv):
         fail(" ".join(str(e).split()))
 
 
-def run(main) -> None:
-    """``app.run(main)`` with TensorFlow's devices initialised quietly first."""
+def run(main, decoding: bool = False) -> None:
+    """``app.run(main)`` with TensorFlow's devices initialised quietly first (``decoding``: for a program that
+    only decodes, one thread per op; ``tf_setup.init_devices``)."""
     from keras_transformer.tf_setup import init_devices, silence_native_stderr
 
-    init_devices()
+    init_devices(decoding=decoding)
     silence_native_stderr()
 
     def quiet_main(argv):

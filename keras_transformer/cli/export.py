@@ -33,6 +33,9 @@ flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
 flags.DEFINE_enum("quantization", None, list(QUANTIZATIONS),
                   "With --format=ctranslate2: the stored weight type (default float32; int8 = int8_float32, "
                   "int8 matrices and float32 elsewhere).")
+flags.DEFINE_integer("parallel_searches", 2, "With --format=saved_model: the beam searches a batch is dealt to, run "
+                     "at once by inter-op threads (keras_transformer.decoding.parallel); about the cores serving it.",
+                     lower_bound=1)
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
@@ -44,8 +47,9 @@ def _check_flags() -> None:
         if not getattr(FLAGS, name):
             common.fail(f"--{name}: required")
     if FLAGS.format == "ctranslate2":
-        if FLAGS.ids_only:
-            common.fail("--ids_only: applies to --format=saved_model only")
+        for name in ("ids_only", "parallel_searches"):
+            if FLAGS[name].present:
+                common.fail(f"--{name}: applies to --format=saved_model only")
         from keras_transformer.engines import import_ctranslate2
 
         try:
@@ -99,7 +103,8 @@ def main(argv):
         what = f"a CTranslate2 model ({quantization})"
     else:
         try:
-            export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info)
+            export.export(model, tok, recipe, FLAGS.export_dir, with_text=not FLAGS.ids_only, info=info,
+                          parallel_searches=FLAGS.parallel_searches)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
         except ValueError as e:  # --ids_only for a parser

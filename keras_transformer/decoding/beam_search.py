@@ -52,6 +52,7 @@ hypotheses (but at least one) has empty slots after them: all PAD, score NEG_INF
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -59,6 +60,7 @@ import tensorflow as tf
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.model_step import NEG_INF
+from keras_transformer.decoding.parallel import in_parallel
 
 
 class SearchResult(NamedTuple):
@@ -224,22 +226,30 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length):
-    max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
-    result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants)
-    return result.sequences, result.scores
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, parallel_searches):
+    def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
+        max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
+        step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
+        result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants)
+        return result.sequences, result.scores
+
+    return in_parallel(search, source_ids, parallel_searches)
 
 
-def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50):
+def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
     docstring for the conventions. Item b may emit up to (its non-PAD source tokens + extra_length) tokens, at
-    most ``model.config.max_length``; PAD and BOS are never emitted. Runs one ``tf.function`` per model, traced
-    once: all four arguments are tensors in its signature, so it also works inside an exported ``tf.function``.
+    most ``model.config.max_length``; PAD and BOS are never emitted. ``parallel_searches`` P > 1 deals the items
+    to P searches run at once (``parallel.in_parallel``; the same results). Runs one ``tf.function`` per model
+    and P, traced once: the other four arguments are tensors in its signature, so it also works inside an
+    exported ``tf.function``.
     """
-    fn = model_step.compiled_for(model, "beam_search", _beam_search_model, [
+    if parallel_searches < 1:
+        raise ValueError(f"parallel_searches: {parallel_searches}; expected >= 1")
+    search = functools.partial(_beam_search_model, parallel_searches=parallel_searches)
+    fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}", search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),

@@ -93,7 +93,8 @@ def test_export_directory_describes_itself(exported, trained_workdir, eager):
     _, recipe, tokenizer = eager
     info = json.loads((exported / "assets" / "export.json").read_text())
     assert info["max_source_length"] == MAX_SOURCE and info["decode"] == {"alpha": 0.6, "beam_size": 4,
-                                                                          "extra_length": 50}
+                                                                          "extra_length": 50,
+                                                                          "parallel_searches": 2}
     assert info["signatures"] == ["serving_default", "translate_with_options", "translate_ids",
                                   "translate_ids_with_options"]
     assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
