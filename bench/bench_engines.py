@@ -13,6 +13,7 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
     saved_model          our decoder today: the model exported afresh (export.export, parallel_searches =
                          --inter_threads) and served through
                          tf.saved_model.load(...).signatures["serving_default"]
+    saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")
@@ -59,8 +60,8 @@ from bench import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-ALL_SYSTEMS = ("saved_model", "ctranslate2_float32", "ctranslate2_int8", "kt_ctranslate2_float32",
-               "kt_ctranslate2_int8", "hf", "hf_gnmt")
+ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "ctranslate2_float32", "ctranslate2_int8",
+               "kt_ctranslate2_float32", "kt_ctranslate2_int8", "hf", "hf_gnmt")
 
 flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
                     "A SavedModel or a training work directory (checkpoints.load_for_inference).")
@@ -84,6 +85,7 @@ flags.DEFINE_string("workdir", None, "Keep the converted models here (default: a
 FLAGS = flags.FLAGS
 
 LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
+          "saved_model_bfloat16": "keras_transformer SavedModel, --precision=bfloat16",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (engines.ctranslate2_translate)",
@@ -129,8 +131,10 @@ def prepare(systems, workdir, model, recipe, tok):
     ready, skipped = {}, {}
     for system in systems:
         path = os.path.join(workdir, system)
-        if system == "saved_model":
-            export.export(model, tok, recipe, path, parallel_searches=FLAGS.inter_threads)
+        if system in ("saved_model", "saved_model_bfloat16"):
+            precision = "bfloat16" if system.endswith("bfloat16") else "float32"
+            export.export(export.with_precision(model, precision), tok, recipe, path,
+                          parallel_searches=FLAGS.inter_threads)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]

@@ -203,6 +203,11 @@ DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it);
 }
 
 
+# What an export may compute in (kt-export --precision, export.with_precision): float32, or bfloat16 weights and
+# activations (the softmaxes in float32), whose matmuls run on bfloat16 units where the CPU has them (AMX).
+PRECISIONS = ("float32", "bfloat16")
+
+
 def decode_option_error(name: str, value) -> Optional[str]:
     """Why ``value`` is not a valid decoding option ``name`` ("must be ..., got v"), or None when it is."""
     least, rule = DECODE_OPTIONS[name]

@@ -46,6 +46,12 @@ An input's translation does not depend on the number; its score may differ in
 the last bits, as it does from one batch to another (the matmuls round by the
 batch's row count).
 
+An export computes in float32, or in bfloat16 (``kt-export
+--precision=bfloat16``, ``with_precision``: weights and activations in
+bfloat16, the attention and output softmaxes in float32): half the size, and
+faster where the CPU multiplies bfloat16 matrices (AMX); its translations may
+differ from float32's (README, "Decoding against the engines").
+
 Long inputs are truncated, never rejected: a source longer than
 ``max_source_length = min(recipe.data.max_length, recipe.model.max_length)``
 tokens (EOS included; the longest source seen in training) keeps its first
@@ -56,8 +62,8 @@ Empty and whitespace-only inputs become the source [EOS].
 The SentencePiece model runs in the graph (tensorflow-text). Its op takes the
 model bytes as an attribute, so they are embedded in ``saved_model.pb``; the
 same file is also written to ``assets/`` (with ``export.json``: recipe,
-checkpoint, max_source_length, decoding defaults) so that the directory
-describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
+checkpoint, max_source_length, decoding defaults, precision) so that the
+directory describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
 but loading a SavedModel registers every function in it, so a server without
 tensorflow-text needs an export made with ``with_text=False``
 (``kt-export --ids_only``), which has only those two signatures.
@@ -85,7 +91,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.config import DECODE_OPTIONS, Recipe
+from keras_transformer.config import DECODE_OPTIONS, PRECISIONS, Recipe
 from keras_transformer.data.tokenizer import Tokenizer, append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.model_step import source_lengths
@@ -309,7 +315,7 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
     if isinstance(translator, Translator):
         decode["parallel_searches"] = parallel_searches
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
-                       decode=decode,
+                       decode=decode, precision=model.dtype_policy.name,
                        signatures=list(translator.signatures()),
                        truncation="sources longer than max_source_length tokens (EOS included) keep their first "
                                   "max_source_length - 1 subwords, then EOS")
@@ -341,6 +347,21 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
         raise OSError(f"{export_dir}: could not write the SavedModel ({reason(e)}{where}); nothing was left "
                       "there") from None
     return export_dir
+
+
+def with_precision(model, precision: str):
+    """The model in ``precision`` (of ``PRECISIONS``): itself when it already computes in it, else a copy built
+    under that dtype policy with its weights cast (bfloat16 keeps 8 bits of mantissa)."""
+    from keras_transformer.model import build_model
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: {precision!r}; expected one of {', '.join(PRECISIONS)}")
+    if model.dtype_policy.name == precision:
+        return model
+    copy = build_model(model.config, dtype_policy=precision)
+    for target, source in zip(copy.variables, model.variables):
+        target.assign(tf.cast(source, target.dtype))
+    return copy
 
 
 def load_saved_model(export_dir):
@@ -407,4 +428,4 @@ def assign_exported(model, loaded, export_dir) -> None:
         if tuple(variable.shape) != tuple(value.shape):
             raise ValueError(f"{export_dir}: variable {name} has shape {tuple(value.shape)} in the export, "
                              f"{tuple(variable.shape)} in the model")
-        variable.assign(value)
+        variable.assign(tf.cast(value, variable.dtype))  # a bfloat16 export's weights into a float32 model

@@ -13,7 +13,7 @@ encodings (§5.4). Logits are float32 also under mixed precision.
 from __future__ import annotations
 
 import dataclasses
-from typing import Union
+from typing import Optional, Union
 
 import keras
 from keras import ops
@@ -130,10 +130,17 @@ class Transformer(keras.Model):
         return cls(model_config, **{k: v for k, v in config.items() if k in ("name", "trainable", "dtype")})
 
 
-def build_model(config: ModelConfig) -> Transformer:
-    """A built ``Transformer`` (all weights created)."""
-    model = Transformer(config, name="transformer")
-    model.build()
+def build_model(config: ModelConfig, dtype_policy: Optional[str] = None) -> Transformer:
+    """A built ``Transformer`` (all weights created), under Keras's global dtype policy or ``dtype_policy``
+    (e.g. "bfloat16": bfloat16 weights and compute, the attention and output softmaxes still in float32)."""
+    previous = keras.config.dtype_policy()
+    if dtype_policy is not None:
+        keras.config.set_dtype_policy(dtype_policy)  # layers take the global policy as they are created
+    try:
+        model = Transformer(config, name="transformer")
+        model.build()
+    finally:
+        keras.config.set_dtype_policy(previous)
     return model
 
 

@@ -285,6 +285,8 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
          "--format=ctranslate2", "--parallel_searches=2"):
             "error: --parallel_searches: applies to --format=saved_model only",
         ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--format=ctranslate2", "--precision=bfloat16"): "error: --precision: applies to --format=saved_model only",
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
          "--parallel_searches=0"): "error: flag --parallel_searches=0: 0 is not a positive integer",
         ("-c", blocked, f"--model={trained_workdir}", f"--export_dir={out}", "--format=ctranslate2"):
             'error: --format=ctranslate2: the ctranslate2 package is not installed; pip install -e ".[ctranslate2]"',

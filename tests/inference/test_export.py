@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
-from keras_transformer import EOS_ID, PAD_ID, checkpoints, export
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export
 from keras_transformer.decoding import translate_ids
 from tests.conftest import REPO_ROOT
 from tests.inference.support import MAX_SOURCE
@@ -97,6 +97,7 @@ def test_export_directory_describes_itself(exported, trained_workdir, eager):
                                                                           "parallel_searches": 2}
     assert info["signatures"] == ["serving_default", "translate_with_options", "translate_ids",
                                   "translate_ids_with_options"]
+    assert info["precision"] == "float32"
     assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
     assert (exported / "assets" / "tiny_inference.model").read_bytes() == tokenizer.model_proto
 
@@ -180,6 +181,37 @@ def _op_types(saved_model_dir, signature):
                 seen.add(name)
                 todo.extend(library[name].node_def)
     return ops
+
+
+def test_a_bfloat16_export_computes_in_bfloat16(eager, tmp_path):
+    model, recipe, tokenizer = eager
+    half = export.with_precision(model, "bfloat16")
+    assert export.with_precision(model, "float32") is model and export.with_precision(half, "bfloat16") is half
+    assert export.variable_names(half) == export.variable_names(model)  # the names an export gives them
+    for rounded, weight in zip(half.variables, model.variables):  # the same weights, rounded (counters as they are)
+        assert rounded.dtype == ("bfloat16" if weight.dtype == "float32" else weight.dtype)
+        np.testing.assert_array_equal(rounded.numpy(), tf.cast(weight, rounded.dtype).numpy())
+    with pytest.raises(ValueError, match="precision: 'float16'; expected one of float32, bfloat16"):
+        export.with_precision(model, "float16")
+
+    directory = export.export(half, tokenizer, recipe, tmp_path / "bf16")
+    assert json.loads((tmp_path / "bf16" / "assets" / "export.json").read_text())["precision"] == "bfloat16"
+    loaded = tf.saved_model.load(directory)
+    assert [v.dtype for v in loaded.model_variables] == [v.dtype for v in half.variables]
+    ids = _source_ids(tokenizer, SENTENCES)
+    out = loaded.signatures["translate_ids"](source_ids=tf.constant(ids))
+    sequences, scores = translate_ids(half, ids, beam_size=4, alpha=0.6, extra_length=50)  # the same graph, eager
+    np.testing.assert_array_equal(out["sequences"], sequences)
+    np.testing.assert_allclose(out["scores"], scores, rtol=1e-6)
+    # Close to float32: the teacher-forced log-probabilities of float32's translations.
+    best, _ = translate_ids(model, ids, beam_size=4, alpha=0.6, extra_length=50)
+    target_in = np.concatenate([np.full((len(ids), 1), BOS_ID), best[:, 0, :-1]], axis=1)
+    log_probs = [tf.nn.log_softmax(tf.cast(m((ids, target_in)), tf.float32)).numpy() for m in (model, half)]
+    np.testing.assert_allclose(log_probs[1], log_probs[0], atol=0.15)
+    # Read back (kt-export --model=DIR, a conversion): float32 variables holding the rounded weights.
+    back, _, _ = export.load_exported(directory)
+    for variable, rounded in zip(back.variables, half.variables):
+        np.testing.assert_array_equal(variable.numpy(), tf.cast(rounded, variable.dtype).numpy())
 
 
 def test_translate_ids_graph_has_no_sentencepiece_op(exported):
