@@ -5,12 +5,10 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.config import ModelConfig
 from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, greedy_translate_ids, length_penalty,
                                         translate_ids)
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.beam_search import top_k_by_blocks
-from keras_transformer.model import build_model
 
 A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
 V = 7
@@ -134,15 +132,6 @@ def test_top_k_by_blocks_equals_top_k_with_its_ties(v, k):
 
 
 # -- a real tiny Transformer -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def model():
-    import keras
-
-    keras.utils.set_random_seed(7)
-    return build_model(ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2,
-                                   num_decoder_layers=2, dropout=0.0, max_length=128))
 
 
 @pytest.fixture(scope="module")

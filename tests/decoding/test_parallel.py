@@ -9,10 +9,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.config import ModelConfig
 from keras_transformer.decoding import translate_ids
 from keras_transformer.decoding.parallel import in_parallel
-from keras_transformer.model import build_model
 
 K = 3
 
@@ -49,15 +47,6 @@ def test_items_are_dealt_round_robin():
 
     in_parallel(recording_search, tf.constant([[5, 1], [2, 2], [8, 3], [3, 4], [6, 5]]), 2)  # eagerly
     assert [part[:, 1].numpy().tolist() for part in seen] == [[1, 3, 5], [2, 4]]  # item i in part i mod 2
-
-
-@pytest.fixture(scope="module")
-def model():
-    import keras
-
-    keras.utils.set_random_seed(11)
-    return build_model(ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2,
-                                   num_decoder_layers=2, dropout=0.0, max_length=128))
 
 
 @pytest.fixture(scope="module")
