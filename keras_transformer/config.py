@@ -206,6 +206,9 @@ DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it);
 # What an export may compute in (kt-export --precision, export.with_precision): float32, or bfloat16 weights and
 # activations (the softmaxes in float32), whose matmuls run on bfloat16 units where the CPU has them (AMX).
 PRECISIONS = ("float32", "bfloat16")
+# The beam searches an export deals a batch to, run at once by inter-op threads (decoding.parallel; kt-export
+# --parallel_searches): the benchmark machine's 2 cores (README, "One thread per op, two searches at once").
+PARALLEL_SEARCHES = 2
 
 
 def decode_option_error(name: str, value) -> Optional[str]:

@@ -91,7 +91,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.config import DECODE_OPTIONS, PRECISIONS, Recipe
+from keras_transformer.config import DECODE_OPTIONS, PARALLEL_SEARCHES, PRECISIONS, Recipe
 from keras_transformer.data.tokenizer import Tokenizer, append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.model_step import source_lengths
@@ -99,9 +99,6 @@ from keras_transformer.decoding.model_step import source_lengths
 TEXT_SIGNATURES = ("serving_default", "translate_with_options")
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 EXPORT_INFO = "export.json"
-# A batch's items are dealt to this many beam searches that run at once (decoding.parallel): 2 cores, the
-# benchmark machine's, kept busy by inter-op threads (README, "Decoding against the engines").
-PARALLEL_SEARCHES = 2
 
 # Every input is declared of unknown shape and its rank checked in the graph: with a declared shape the check
 # would be folded away at trace time, yet a server (TF Serving, a loaded signature) feeds a tensor of any shape.

@@ -21,7 +21,7 @@ import os
 from absl import flags
 
 from keras_transformer.cli import common
-from keras_transformer.config import PRECISIONS
+from keras_transformer.config import PARALLEL_SEARCHES, PRECISIONS
 from keras_transformer.engines import QUANTIZATIONS
 
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/) or an exported "
@@ -38,9 +38,9 @@ flags.DEFINE_enum("quantization", None, list(QUANTIZATIONS),
 flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
                   "With --format=saved_model: what the SavedModel computes in; bfloat16 (weights and activations, "
                   "softmaxes in float32) is half the size and faster on CPUs with bfloat16 matrix units (AMX).")
-flags.DEFINE_integer("parallel_searches", 2, "With --format=saved_model: the beam searches a batch is dealt to, run "
-                     "at once by inter-op threads (keras_transformer.decoding.parallel); about the cores serving it.",
-                     lower_bound=1)
+flags.DEFINE_integer("parallel_searches", PARALLEL_SEARCHES,
+                     "With --format=saved_model: the beam searches a batch is dealt to, run at once by inter-op "
+                     "threads (keras_transformer.decoding.parallel); about the cores serving it.", lower_bound=1)
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
