@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.decoding import translate_ids
+from keras_transformer.decoding import model_step, translate_ids
 from keras_transformer.decoding.parallel import in_parallel
 
 K = 3
@@ -68,8 +68,6 @@ def test_parallel_searches_translate_as_one_search(model, sources, parts):
 
 def test_the_graph_holds_one_loop_per_search(model, sources):
     translate_ids(model, sources, 4, 0.6, 6, parallel_searches=3)
-    from keras_transformer.decoding import model_step
-
     compiled = model_step.compiled_for(model, "beam_search/3", None, None)
     graph = compiled.get_concrete_function(*[tf.TensorSpec(s.shape, s.dtype) for s in compiled.input_signature]).graph
     loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
