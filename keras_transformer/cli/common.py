@@ -54,6 +54,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
     ("integer", "num_heads", "Override h."),
     ("integer", "num_layers", "Override N (encoder and decoder)."),
     ("float", "dropout", "Override P_drop."),
+    ("float", "attention_dropout", "Dropout on the attention weights softmax(QK^T/sqrt(d_k)) (not in the paper)."),
+    ("float", "relu_dropout", "Dropout on the FFN's inner ReLU activations (not in the paper)."),
 )
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),
