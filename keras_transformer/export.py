@@ -289,7 +289,7 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
     """Write the translator SavedModel (see the module docstring) to ``export_dir``; returns it.
 
     ``info`` (e.g. {"checkpoint": path}) is added to ``assets/export.json``. ``parallel_searches``: the beam
-    searches a batch is dealt to (``decoding.parallel``; a translator's, not a parser's).
+    searches a batch is dealt to (``decoding.parallel``; a translator's or a parser's).
 
     ``export_dir`` must not exist or be an empty directory (FileExistsError otherwise: an export is never
     written over another). The SavedModel is written whole or not at all: into a hidden folder beside
@@ -305,12 +305,11 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
 
         if not with_text:
             raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
-        translator = Parser(model, tokenizer, recipe)
+        translator = Parser(model, tokenizer, recipe, parallel_searches=parallel_searches)
     else:
         translator = Translator(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
-    decode = dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha, extra_length=recipe.decode.extra_length)
-    if isinstance(translator, Translator):
-        decode["parallel_searches"] = parallel_searches
+    decode = dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha, extra_length=recipe.decode.extra_length,
+                  parallel_searches=parallel_searches)
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
                        decode=decode, precision=model.dtype_policy.name,
                        signatures=list(translator.signatures()),

@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import PAD_ID, export, inference, parse_scoring
+from keras_transformer.config import PARALLEL_SEARCHES
 from keras_transformer.data import trees as trees_lib
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids, tree_constraint
@@ -91,8 +92,9 @@ def fill_slots(linearized, inputs, slots):
 class Parser(tf.Module):
     """Constrained beam-search parsing of raw sentences with one model and its tokenizer (§6.3)."""
 
-    def __init__(self, model, tokenizer, recipe, name: str = "parser"):
+    def __init__(self, model, tokenizer, recipe, name: str = "parser", parallel_searches: int = PARALLEL_SEARCHES):
         super().__init__(name=name)
+        self.parallel_searches = parallel_searches  # searches a batch is dealt to (decoding/parallel.py)
         self._untracked = types.SimpleNamespace(model=model)  # held out of the SavedModel's graph (export.py)
         self.model_variables = [v.value for v in model.variables]
         self._tokenizer = tokenizer
@@ -136,14 +138,15 @@ class Parser(tf.Module):
     def _parse(self, inputs, beam_size, alpha, extra_length):
         source_ids = self._source_ids(inputs)  # [B, S]
         sequences, scores = tree_constraint.parse_ids(self.model, source_ids, self._tokens, beam_size, alpha,
-                                                      extra_length)  # [B, K, T], [B, K]
+                                                      extra_length, self.parallel_searches)  # [B, K, T], [B, K]
         linearized = self._tokenizer.detokenize(sequences[:, 0, :])  # [B]
         slots = tree_constraint.count_words(source_ids, tf.constant(self._tokens.word_starts, tf.bool))  # [B]
         return {"trees": fill_slots(linearized, inputs, slots), "linearized": linearized, "scores": scores[:, 0]}
 
     def _unconstrained(self, inputs, beam_size, alpha, extra_length):
         inputs = export.checked_rank(inputs, "inputs")  # [B]
-        sequences, scores = translate_ids(self.model, self._source_ids(inputs), beam_size, alpha, extra_length)
+        sequences, scores = translate_ids(self.model, self._source_ids(inputs), beam_size, alpha, extra_length,
+                                          self.parallel_searches)
         return {"linearized": self._tokenizer.detokenize(sequences[:, 0, :]), "scores": scores[:, 0]}
 
 

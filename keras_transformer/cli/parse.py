@@ -52,7 +52,7 @@ def main(argv):
 
 
 def run():
-    common.run(main)
+    common.run(main, decoding=True)
 
 
 if __name__ == "__main__":

@@ -246,8 +246,6 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
     and P, traced once: the other four arguments are tensors in its signature, so it also works inside an
     exported ``tf.function``.
     """
-    if parallel_searches < 1:
-        raise ValueError(f"parallel_searches: {parallel_searches}; expected >= 1")
     search = functools.partial(_beam_search_model, parallel_searches=parallel_searches)
     fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}", search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),

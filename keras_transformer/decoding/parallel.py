@@ -31,6 +31,8 @@ from keras_transformer import PAD_ID
 def in_parallel(search, source_ids, parts: int):
     """``search(source_ids [B', S]) -> (sequences [B', K, T'], scores [B', K])`` over P = ``parts`` shares of the
     batch (item i in share i mod P; a share may be empty), merged back in order: ([B, K, T], [B, K])."""
+    if parts < 1:
+        raise ValueError(f"parallel_searches: {parts}; expected >= 1")
     if parts == 1:
         return search(source_ids)
     items = tf.range(tf.shape(source_ids)[0])  # [B]

@@ -1,7 +1,7 @@
 """Beam search that writes only well-formed trees (§6.3): the parser's vocabulary masked at every step.
 
     token_kinds(tokenizer)  -> TreeTokens(kinds [V] int32, word_starts [V] bool)
-    parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300)
+    parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1)
         -> (sequences [B, K, T] int32, scores [B, K] float32)   as ``translate_ids``, every hypothesis a tree
 
 The parser's target is a linearized tree (``data/trees.py``), and each of its
@@ -33,6 +33,7 @@ shorter). The search itself (``beam_search``) is unchanged.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Tuple
 
 import tensorflow as tf
@@ -43,6 +44,7 @@ from keras_transformer.data import trees as trees_lib
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.model_step import NEG_INF
+from keras_transformer.decoding.parallel import in_parallel
 
 BANNED, OPEN, CLOSE, SLOT, EOS = 0, 1, 2, 3, 4  # token kinds
 _WORD_START = "\u2581"  # SentencePiece's word-initial space
@@ -118,27 +120,32 @@ def constrained_step_fn(step_fn, kinds):
     return wrapped
 
 
-def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, extra_length):
-    words = count_words(source_ids, word_starts)  # [B]
-    lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    lengths = tf.minimum(tf.maximum(lengths, words + 3), model.config.max_length)  # room for the shortest tree
-    step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
-    rows = tf.shape(source_ids)[0] * beam_size
-    zeros = tf.zeros([rows], tf.int32)  # [B*K]
-    cache = {"model": cache, "tree": (zeros, zeros, zeros, zeros)}
-    constants = {"model": constants, "words": words, "max_lengths": lengths}  # one row per item
-    result = beam_search(constrained_step_fn(step_fn, kinds), cache, beam_size, lengths, alpha, constants)
-    return result.sequences, result.scores
+def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, extra_length, parallel_searches):
+    def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
+        words = count_words(source_ids, word_starts)  # [B']
+        lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
+        lengths = tf.minimum(tf.maximum(lengths, words + 3), model.config.max_length)  # room for the shortest tree
+        step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
+        rows = tf.shape(source_ids)[0] * beam_size
+        zeros = tf.zeros([rows], tf.int32)  # [B'*K]
+        cache = {"model": cache, "tree": (zeros, zeros, zeros, zeros)}
+        constants = {"model": constants, "words": words, "max_lengths": lengths}  # one row per item
+        result = beam_search(constrained_step_fn(step_fn, kinds), cache, beam_size, lengths, alpha, constants)
+        return result.sequences, result.scores
+
+    return in_parallel(search, source_ids, parallel_searches)
 
 
-def parse_ids(model, source_ids, tokens: TreeTokens, beam_size=21, alpha=0.3, extra_length=300):
+def parse_ids(model, source_ids, tokens: TreeTokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1):
     """Constrained beam search (§6.3 defaults: beam 21, α 0.3, output up to input + 300).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32) with the
-    conventions of ``translate_ids``; every finished hypothesis is a tree over the item's words. One
-    ``tf.function`` per model, traced once (every argument is a tensor of its signature).
+    conventions of ``translate_ids``; every finished hypothesis is a tree over the item's words.
+    ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
+    results). One ``tf.function`` per model and P, traced once (every other argument is a tensor of its signature).
     """
-    fn = model_step.compiled_for(model, "tree_beam_search", _parse_ids_model, [
+    search = functools.partial(_parse_ids_model, parallel_searches=parallel_searches)
+    fn = model_step.compiled_for(model, f"tree_beam_search/{parallel_searches}", search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([None], tf.int32, name="kinds"),
         tf.TensorSpec([None], tf.bool, name="word_starts"),

@@ -5,11 +5,14 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import recipes
-from keras_transformer import parse_scoring, parsing
-from keras_transformer.config import DecodeConfig
+from keras_transformer import PAD_ID, checkpoints, export, parse_scoring, parsing
+from keras_transformer.config import PARALLEL_SEARCHES, DecodeConfig
 from keras_transformer.data import trees
+from keras_transformer.data.tokenizer import append_eos
+from keras_transformer.decoding import tree_constraint
 from tests.support import run_cli
 
 pytestmark = pytest.mark.slow
@@ -66,6 +69,22 @@ def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
     metadata = json.loads((root / "export" / "metadata.json").read_text())
     test = [trees.read_trees(t)[0] for t in from_export.trees]
     assert round(parse_scoring.score(gold, test)["f1"], 2) == metadata["f1"]
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_parallel_searches_parse_as_one_search(pipeline_run, sample_splits, parts):
+    root, _ = pipeline_run
+    model, _, tok = checkpoints.load_for_inference(root / "run", "averaged")
+    sentences = [" ".join(trees.words(t)) for t in sample_splits["test"].trees[:7]]
+    source_ids = append_eos(tok.tokenize(tf.constant(sentences))).to_tensor(PAD_ID)  # [7, S]
+    tokens = tree_constraint.token_kinds(tok)
+    sequences, scores = tree_constraint.parse_ids(model, source_ids, tokens, 4, 0.3, 300)
+    parallel_sequences, parallel_scores = tree_constraint.parse_ids(model, source_ids, tokens, 4, 0.3, 300,
+                                                                    parallel_searches=parts)
+    np.testing.assert_array_equal(parallel_sequences, sequences)
+    np.testing.assert_allclose(parallel_scores, scores, atol=1e-5)  # matmuls round by a batch's row count
+    info = json.loads((root / "export" / "assets" / export.EXPORT_INFO).read_text())
+    assert info["decode"]["parallel_searches"] == PARALLEL_SEARCHES  # the export deals its batches to 2 searches
 
 
 def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, sample_splits):
