@@ -20,6 +20,8 @@ placeholder XX: the parser brackets, it does not tag). Inputs are checked as
 a translator's are (``export.checked_rank``, ``checked_options``). A
 sentence longer than the model's inputs (``export.max_source_length``) is
 parsed over its first words; the rest are put under the root, after them.
+A batch is dealt to ``parallel_searches`` constrained searches run at once,
+as a translator's (``export.py``, ``decoding/parallel.py``; the same trees).
 
 ``parse_lines`` checks every tree in Python (one tree over exactly the
 input's words) and repairs any that is not (``trees.repair``), counting them:
