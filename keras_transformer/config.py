@@ -105,6 +105,9 @@ class DataConfig:
     shuffle_buffer: int = 20000
     seed: int = 1
     tokenizer_sample_lines: int = 2_000_000  # lines of training text sampled for SentencePiece
+    # BPE-dropout (Provilkov et al., 2020; not in the paper): training pairs are segmented anew at every pass, each
+    # BPE merge skipped with this probability; validation, test and decoding keep the one deterministic segmentation.
+    bpe_dropout: float = 0.0
     # corpus="ptb": a directory of .mrg trees or a zip of them, relative paths in the data directory;
     # None -> the WSJ sample ptb-wsj-sample/treebank.zip (data/treebank.py)
     treebank: Optional[str] = None
@@ -121,6 +124,7 @@ class DataConfig:
         _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")
         _require(self.max_tokens_per_device >= 0, "max_tokens_per_device",
                  f"must be >= 0, got {self.max_tokens_per_device}")
+        _require(0.0 <= self.bpe_dropout < 1.0, "bpe_dropout", f"must be in [0, 1), got {self.bpe_dropout}")
         if self.bucket_boundaries is not None:
             b = tuple(self.bucket_boundaries)
             _require(

@@ -12,6 +12,8 @@ from keras_transformer.config import DataConfig, ModelConfig, Recipe, TrainConfi
     (ModelConfig, "positional", "rotary"),
     (DataConfig, "corpus", "nope"),
     (DataConfig, "tokens_per_batch", 0),
+    (DataConfig, "bpe_dropout", 1.0),
+    (DataConfig, "bpe_dropout", -0.1),
     (TrainConfig, "train_steps", -1),
     (TrainConfig, "max_train_minutes", -5.0),
     (TrainConfig, "label_smoothing", 1.0),

@@ -10,6 +10,12 @@ position). A pair is dropped when len(x) + 1 or len(y) + 1 exceeds
 ``max_length`` (as the paper's code does; :func:`count_length_filter` says how
 many).
 
+BPE-dropout. With ``bpe_dropout`` p > 0 training tokenizes each pair anew at
+every pass (Provilkov et al., 2020: each BPE merge skipped with probability p),
+after the shuffle and the repeat, so the model sees many segmentations of one
+sentence; the length filter and the buckets see the sampled lengths.
+Evaluation batches are never sampled.
+
 Buckets. ``bucket_boundaries`` (default: geometric, ×1.2 from 8 up to
 ``max_length``) are padded lengths. A pair goes to the cell (S, T) of the
 smallest boundaries that hold its source and target; cells whose boundary
@@ -121,10 +127,10 @@ def bucket_shapes(cfg: DataConfig, plan: Optional[BatchPlan] = None) -> List[Tup
     ]
 
 
-def _encode(tokenizer, sources: tf.Tensor, targets: tf.Tensor):
+def _encode(tokenizer, sources: tf.Tensor, targets: tf.Tensor, bpe_dropout=0.0):
     """[N] strings -> ragged source [N, (S)], target_in [N, (T)], target_out [N, (T)]."""
-    x = tokenizer.tokenize(sources)  # [N, (len x)]
-    y = tokenizer.tokenize(targets)  # [N, (len y)]
+    x = tokenizer.tokenize(sources, bpe_dropout)  # [N, (len x)]
+    y = tokenizer.tokenize(targets, bpe_dropout)  # [N, (len y)]
     bos = tf.fill([y.nrows(), 1], BOS_ID)  # [N, 1]
     source = append_eos(x)  # [N, (len x + 1)]
     target_in = tf.concat([bos, y], axis=1)  # [N, (len y + 1)]
@@ -159,7 +165,8 @@ def make_batches(
 ) -> tf.data.Dataset:
     """(source, target) strings -> ((source_ids [B, S], target_in_ids [B, T]), target_out_ids [B, T]).
 
-    training: shuffle pairs with ``cfg.seed`` and drop each cell's partial batch.
+    training: shuffle pairs with ``cfg.seed``, drop each cell's partial batch, and segment by BPE-dropout when
+    ``cfg.bpe_dropout`` > 0 (then not reproducible, even with ``deterministic``).
     repeat: cycle the pairs forever before bucketing (default: ``training``).
     deterministic: fix the order of parallel work (with the seed: same batches every run).
     plan: the split of the update's budget (default: one replica, no accumulation). B is one
@@ -177,7 +184,7 @@ def make_batches(
     size_s, size_t = tf.constant(size_s, tf.int32), tf.constant(size_t, tf.int32)
 
     def encode(sources, targets):  # a chunk of [N] pairs, vectorised: one tokenizer call per side
-        source, target_in, target_out = _encode(tokenizer, sources, targets)
+        source, target_in, target_out = _encode(tokenizer, sources, targets, cfg.bpe_dropout if training else 0.0)
         fits = _fits(source, target_out, cfg.max_length)  # [N]
         source, target_in, target_out = (tf.ragged.boolean_mask(r, fits) for r in (source, target_in, target_out))
         return _cell_keys(source, target_out, boundaries), source, target_in, target_out

@@ -91,14 +91,19 @@ class Tokenizer:
         self.model_proto = Path(model_path).read_bytes()
         self._vocab_size = spm.SentencePieceProcessor(model_proto=self.model_proto).get_piece_size()
         self._eager_tokenize = tf.function(self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+        self._eager_sample = tf.function(
+            self._tokenize, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32)])
         self._eager_detokenize = tf.function(self._detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self._eager_id_to_piece = tf.function(lambda ids: self._op().id_to_string(ids))
 
-    def _op(self) -> tf_text.SentencepieceTokenizer:
-        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+    def _op(self, dropout=None) -> tf_text.SentencepieceTokenizer:
+        if dropout is None:
+            return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        # nbest_size -1 with a BPE model: SentencePiece's BPE-dropout, each merge skipped with probability alpha
+        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32, nbest_size=-1, alpha=dropout)
 
-    def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        return self._op().tokenize(strings)
+    def _tokenize(self, strings: tf.Tensor, dropout=None) -> tf.RaggedTensor:
+        return self._op(dropout).tokenize(strings)
 
     def _detokenize(self, ids: tf.Tensor) -> tf.Tensor:
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)  # [B, L]
@@ -149,10 +154,18 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self._vocab_size
 
-    def tokenize(self, strings) -> tf.RaggedTensor:
-        """[B] strings -> [B, (len)] int32 subword ids, no BOS/EOS."""
+    def tokenize(self, strings, dropout=0.0) -> tf.RaggedTensor:
+        """[B] strings -> [B, (len)] int32 subword ids, no BOS/EOS.
+
+        ``dropout`` > 0 samples a segmentation by BPE-dropout (Provilkov et al., 2020): every merge is skipped
+        with that probability, so a word may come out in smaller pieces; the pieces still detokenize to the
+        same text. Drawn by SentencePiece's own generator: not reproducible from run to run.
+        """
         strings = tf.convert_to_tensor(strings, tf.string)
-        return self._eager_tokenize(strings) if tf.executing_eagerly() else self._tokenize(strings)
+        if isinstance(dropout, (int, float)) and dropout == 0:  # the op of the export and of evaluation
+            return self._eager_tokenize(strings) if tf.executing_eagerly() else self._tokenize(strings)
+        dropout = tf.cast(dropout, tf.float32)
+        return self._eager_sample(strings, dropout) if tf.executing_eagerly() else self._tokenize(strings, dropout)
 
     def detokenize(self, ids) -> tf.Tensor:
         """[B, L] ids (dense or ragged) -> [B] strings; stops at the first EOS, drops PAD/BOS."""

@@ -48,12 +48,12 @@ def test_every_data_flag_sets_its_field():
     r = _resolve(["--recipe=tiny", "--corpus=wmt14", "--source_lang=en", "--target_lang=fr", "--train_split=tr",
                   "--eval_split=newstest2013", "--test_split=newstest2014", "--max_length=100",
                   "--tokens_per_batch=50000", "--max_tokens_per_device=12500", "--bucket_boundaries=8,16,32,100",
-                  "--shuffle_buffer=77", "--tokenizer_sample_lines=1234", "--vocab_size=32000"])
+                  "--shuffle_buffer=77", "--tokenizer_sample_lines=1234", "--bpe_dropout=0.1", "--vocab_size=32000"])
     assert r.data == dataclasses.replace(
         recipes.get("tiny").data, corpus="wmt14", source_lang="en", target_lang="fr", train_split="tr",
         eval_split="newstest2013", test_split="newstest2014", max_length=100, tokens_per_batch=50000,
         max_tokens_per_device=12500, bucket_boundaries=(8, 16, 32, 100), shuffle_buffer=77,
-        tokenizer_sample_lines=1234)
+        tokenizer_sample_lines=1234, bpe_dropout=0.1)
     assert r.model.vocab_size == 32000
 
 

@@ -113,6 +113,24 @@ def test_training_repeats_before_bucketing(multi30k_tokenizer, multi30k_dir, dat
     assert sum(sizes) > 1014  # more than one epoch: the stream repeats
 
 
+def test_bpe_dropout_resegments_training_pairs_only(multi30k_tokenizer, multi30k_dir, data_dir):
+    tok, cfg = multi30k_tokenizer, dataclasses.replace(VAL, bpe_dropout=0.1)
+    pairs, _ = corpora.load_split(VAL, "val", data_dir)
+    texts = {(x.decode(), y.decode()) for x, y in pairs.as_numpy_iterator()}
+    rows = _rows(batching.make_batches(pairs, tok, cfg, training=True).take(60))
+
+    def text(ids):  # [n] ids, EOS last -> the string
+        return tok.detokenize([ids]).numpy()[0].decode()
+
+    assert len(rows) > 1014 and all((text(x), text(to)) in texts for x, _, to in rows)  # the same pairs, exactly
+    assert all(ti[1:] == to[:-1] for _, ti, to in rows)  # target_in is still target_out shifted right
+    plain = {(tuple(x), tuple(y)) for x, y in zip(tok.tokenize([x for x, _ in texts]).to_list(),
+                                                  tok.tokenize([y for _, y in texts]).to_list())}
+    assert sum((x[:-1], to[:-1]) in plain for x, _, to in rows) < 0.05 * len(rows)  # other segmentations
+    evaluation = [_rows(batching.make_batches(pairs, tok, c, training=False, deterministic=True)) for c in (cfg, VAL)]
+    assert evaluation[0] == evaluation[1]  # evaluation is never sampled
+
+
 def _first_batches(tok, cfg, pairs, n=6):
     batches = batching.make_batches(pairs, tok, cfg, training=True, deterministic=True)
     return [np.concatenate([x, ti, to], axis=1) for (x, ti), to in batches.take(n).as_numpy_iterator()]

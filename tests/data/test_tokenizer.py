@@ -49,6 +49,25 @@ def test_round_trip_on_real_multi30k_and_newstest_lines(multi30k_tokenizer, mult
     assert mismatches == []
 
 
+def test_bpe_dropout_samples_other_segmentations_of_the_same_text(multi30k_tokenizer, multi30k_dir):
+    tok = multi30k_tokenizer
+    lines = [line for lang in ("en", "de")
+             for line in gzip.open(multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8").read().split("\n")[:-1]]
+    plain = tok.tokenize(lines).to_list()
+    assert tok.tokenize(lines, dropout=0.0).to_list() == plain  # p = 0: the one segmentation
+    assert tok.tokenize(lines, dropout=tf.constant(0.0)).to_list() == plain  # also when sampling with p = 0
+    pieces = sum(map(len, plain))
+    for dropout, low, high in ((0.1, 1.3, 1.5), (0.3, 2.0, 2.4)):  # measured 1.41 and 2.17 times the pieces
+        first, second = (tok.tokenize(lines, dropout) for _ in range(2))
+        assert [t.decode() for t in tok.detokenize(first).numpy()] == lines  # the same text, exactly
+        assert low < sum(first.row_lengths().numpy()) / pieces < high
+        assert np.mean([a == b for a, b in zip(first.to_list(), plain)]) < 0.1  # most rows split otherwise
+        assert first.to_list() != second.to_list()  # drawn anew at every call
+    in_graph = tf.function(lambda s: tok.tokenize(s, 0.1))(tf.constant(lines))
+    assert [t.decode() for t in tok.detokenize(in_graph).numpy()] == lines
+    assert 1.3 < sum(in_graph.row_lengths().numpy()) / pieces < 1.5
+
+
 def test_append_eos_ends_every_row_with_eos_eagerly_and_in_a_graph():
     ids = tf.ragged.constant([[7, 8, 9], [], [5]], dtype=tf.int32)  # [3, (n)]
     expected = [[7, 8, 9, EOS_ID], [EOS_ID], [5, EOS_ID]]
