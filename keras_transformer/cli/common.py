@@ -46,8 +46,9 @@ DATA_FLAGS = (  # DataConfig (§5.1)
      "8,16,32,64 (default: geometric up to --max_length)."),
     ("integer", "shuffle_buffer", "Pairs in the training shuffle buffer."),
     ("integer", "tokenizer_sample_lines", "Lines of training text sampled to train SentencePiece."),
-    ("float", "bpe_dropout", "BPE-dropout (Provilkov et al., 2020): segment training pairs anew at every pass, "
-     "each merge skipped with this probability (0 = off; 0.1 in the paper); evaluation is never sampled."),
+    ("float", "bpe_dropout", "BPE-dropout (Provilkov et al., 2020; SentencePiece's): segment training pairs anew "
+     "at every pass, each merge skipped with this probability (0 = off). With Multi30k's 8,000 pieces 0.1 splits 38% "
+     "of the words otherwise and trained far more slowly (README); evaluation is never sampled."),
 )
 MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_layers and num_decoder_layers
     ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr)."),
