@@ -23,6 +23,7 @@ from absl import logging
 
 from keras_transformer import _keras_compat
 from keras_transformer import callbacks as kt_callbacks
+from keras_transformer import precision
 from keras_transformer.config import STRATEGIES, Recipe
 from keras_transformer.data import batching
 from keras_transformer.tf_setup import quietly
@@ -41,6 +42,7 @@ class TrainSummary:
     train_seconds: float = 0.0  # wall time of model.fit
     stopped_by_time: bool = False  # recipe.train.max_train_minutes ended it
     stopped_early: bool = False  # keep_best_by's early_stopping_patience ended it
+    policy: str = "float32"  # the Keras dtype policy it trained under (precision.training_policy)
     history: Dict[str, List[float]] = dataclasses.field(default_factory=dict)  # Keras' logs, one per checkpoint
 
 
@@ -71,16 +73,17 @@ def batch_plan(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None
 
 
 def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = None,
-                  accumulation: Optional[int] = None) -> TransformerTrainer:
+                  accumulation: Optional[int] = None, policy: Optional[str] = None) -> TransformerTrainer:
     """Build and compile the model of ``recipe`` in the strategy's scope (§5.3, §5.4).
 
-    ``accumulation``: micro-batches per update; default from :func:`batch_plan`.
+    ``accumulation``: micro-batches per update; default from :func:`batch_plan`. ``policy``: the Keras dtype
+    policy; default ``mixed_bfloat16`` if ``recipe.train.mixed_precision`` else ``float32``, as asked
+    (:func:`train` asks ``precision.training_policy``, which grants bfloat16 only where the hardware has it).
     """
     strategy = strategy or tf.distribute.get_strategy()
     accumulation = accumulation or batch_plan(recipe, strategy).accumulation
-    # bfloat16 compute with float32 variables (mixed_bfloat16): 1.4x the float32 step on this CPU
-    # (bench/bench_train.py); set every time, since the policy is process-global.
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if recipe.train.mixed_precision else "float32")
+    # set every time, since the policy is process-global
+    keras.mixed_precision.set_global_policy(policy or ("mixed_bfloat16" if recipe.train.mixed_precision else "float32"))
     with strategy.scope():
         model = build_trainer(recipe.model, recipe.train.label_smoothing, accumulation)
         model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train), jit_compile=recipe.train.jit_compile)
@@ -179,7 +182,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     if eval_ds is not None:
         eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
 
-    model = compile_model(recipe, strategy, plan.accumulation)
+    policy = precision.training_policy(t.mixed_precision, strategy,
+                                       lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+    model = compile_model(recipe, strategy, plan.accumulation, policy)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
     start_step = (state.restore(resume.intact) if resume.intact else 0) if chief else state.restore_latest()
     if start_step:
@@ -244,6 +249,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         train_seconds=time.time() - start,
         stopped_by_time=stop.stopped_by_time,
         stopped_early=stopped_early,
+        policy=policy,
         history={k: [float(x) for x in v] for k, v in history.history.items()},
     )
     if chief:

@@ -76,7 +76,8 @@ TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "keep_best", "How many best checkpoints --keep_best_by keeps."),
     ("integer", "early_stopping_patience", "Stop after N validations without a new best --keep_best_by; 0 = off."),
     ("string", "init_from", "A training work directory or SavedModel whose weights and tokenizer start this run."),
-    ("boolean", "mixed_precision", "bfloat16 compute (mixed_bfloat16 policy)."),
+    ("boolean", "mixed_precision", "bfloat16 compute (mixed_bfloat16 policy) where the hardware multiplies in "
+     "bfloat16 (TPU, GPU of compute capability 8.0+, CPU with AMX or AVX512_BF16); float32 elsewhere."),
     ("boolean", "jit_compile", "XLA-compile the train step."),
     ("integer", "seed", "Random seed."),
 )

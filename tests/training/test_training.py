@@ -89,10 +89,27 @@ def test_summary_file(tiny_recipe, tmp_path):
     assert summary["steps"] == 3 and np.isfinite(summary["history"]["loss"][-1])
 
 
-def test_mixed_bfloat16_trains_and_leaves_float32_behind(tiny_recipe, tmp_path):
+def test_mixed_bfloat16_trains_and_leaves_float32_behind(tiny_recipe, tmp_path, monkeypatch):
     import keras
 
+    from keras_transformer import precision
+
+    monkeypatch.setattr(precision, "bfloat16_hardware", lambda strategy, cpuinfo=None: "CPU (amx_bf16)")
     recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, mixed_precision=True)
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
     assert summary.steps == 2 and np.isfinite(summary.history["loss"][-1])
+    assert summary.policy == "mixed_bfloat16"
     assert keras.mixed_precision.dtype_policy().name == "float32"
+
+
+def test_mixed_precision_without_bfloat16_hardware_trains_float32_and_says_so(tiny_recipe, tmp_path, monkeypatch,
+                                                                             capsys):
+    from keras_transformer import precision
+
+    monkeypatch.setattr(precision, "bfloat16_hardware", lambda strategy, cpuinfo=None: None)
+    recipe = _recipe(tiny_recipe, train_steps=2, checkpoint_every=2, mixed_precision=True)
+    summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
+    assert summary.policy == "float32"
+    assert json.loads((tmp_path / "train_summary.json").read_text())["policy"] == "float32"
+    assert "mixed_precision: this machine has no bfloat16 arithmetic" in capsys.readouterr().err
+    assert WorkDir(tmp_path).read_recipe() == recipe  # the recipe keeps asking: another machine may have it
