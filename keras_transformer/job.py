@@ -111,12 +111,14 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     ``recipe.decode.average_checkpoints`` checkpoints (§6.1), or the best by validation if the recipe keeps them.
 
     Returns the averaged checkpoint's path and what the metadata records of training: step, train_seconds,
-    stopped_by_time, averaged_steps.
+    stopped_by_time, policy (the dtype policy it trained under), averaged_steps.
     """
     start = time.time()
     summary = training.train(recipe, workdir, data_dir, strategy)
     train_seconds = time.time() - start
-    log(f"[1/5] trained {recipe.name} to step {summary.steps} in {train_seconds:.0f} s")
+    budget = (f"; its {recipe.train.max_train_minutes:g}-minute budget (--max_train_minutes) stopped it"
+              if summary.stopped_by_time else "")
+    log(f"[1/5] trained {recipe.name} to step {summary.steps} in {train_seconds:.0f} s ({summary.policy}{budget})")
     best = bool(recipe.train.keep_best_by)  # the best checkpoints by validation, else the last ones
     averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)
     with open(f"{averaged}.json") as f:
@@ -124,7 +126,8 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     chosen = f"best by {recipe.train.keep_best_by}" if best else "last"
     log(f"[2/5] averaged the {chosen} checkpoints, steps {averaged_steps}, into {averaged} (§6.1)")
     return averaged, {"step": summary.steps, "train_seconds": round(train_seconds, 1),
-                      "stopped_by_time": summary.stopped_by_time, "averaged_steps": averaged_steps}
+                      "stopped_by_time": summary.stopped_by_time, "policy": summary.policy,
+                      "averaged_steps": averaged_steps}
 
 
 def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print) -> None:

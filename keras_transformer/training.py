@@ -193,7 +193,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         checkpoints.initial_weights(t.init_from, model, recipe)
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
-        return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model))
+        return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),
+                            policy=policy)
     # Continue the data stream where the checkpoint left it: no batch seen twice, none skipped.
     train_ds = train_ds.skip(start_step * plan.accumulation)
     options = tf.data.Options()

@@ -18,7 +18,8 @@ def test_kt_pipeline_end_to_end(tmp_path):
     for stage in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
         assert stage in out.stdout
     metadata = json.loads((export_dir / "metadata.json").read_text())
-    assert metadata["step"] == 40 and metadata["averaged_steps"] == [20, 40]
+    assert metadata["step"] == 40 and metadata["averaged_steps"] == [20, 40] and metadata["policy"] == "float32"
+    assert "to step 40 in" in out.stdout and "(float32)" in out.stdout  # no time budget stopped it
     assert metadata["test_sentences"] == 16 and 0.0 <= metadata["bleu"] <= 100.0
     assert metadata["signature"].startswith("nrefs:1|case:mixed") and "tok:13a" in metadata["signature"]
     assert (export_dir / "saved_model.pb").is_file()
@@ -52,3 +53,18 @@ def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp
     _write_metadata(tmp_path / "self", test_split="test_2016_flickr", command="x", recipe_config={"data": data})
     found = shipped_results(recipes.get("multi30k"), str(tmp_path / "self"), shipped_dir=tmp_path)
     assert [m["export_dir"] for m in found] == [str(tmp_path / "a")]
+
+
+def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeypatch):
+    import recipes
+    from keras_transformer import checkpoints, job, training
+
+    (tmp_path / "averaged.json").write_text(json.dumps({"steps": [400, 420, 440]}))
+    monkeypatch.setattr(training, "train", lambda *args, **kwargs: training.TrainSummary(
+        steps=470, resumed_from=0, weights_sha256="", stopped_by_time=True, policy="float32"))
+    monkeypatch.setattr(checkpoints, "average_checkpoints", lambda *args, **kwargs: str(tmp_path / "averaged"))
+    lines = []
+    _, trained = job.train_and_average(recipes.get("multi30k_demo"), str(tmp_path), "data", "one_device", lines.append)
+    assert lines[0].startswith("[1/5] trained multi30k_demo to step 470 in ")
+    assert lines[0].endswith(" s (float32; its 15-minute budget (--max_train_minutes) stopped it)")
+    assert trained["policy"] == "float32" and trained["stopped_by_time"] and trained["step"] == 470
