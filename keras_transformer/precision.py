@@ -38,8 +38,9 @@ def bfloat16_hardware(strategy: tf.distribute.Strategy, cpuinfo: str = "/proc/cp
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
-        return f"GPU (compute capability {capability[0]}.{capability[1]})" if capability and capability >= (8, 0) \
-            else None
+        if capability and capability >= (8, 0):
+            return f"GPU (compute capability {capability[0]}.{capability[1]})"
+        return None
     native = sorted(set(CPU_BFLOAT16_FLAGS) & (cpu_flags(cpuinfo) or frozenset()))
     return f"CPU ({', '.join(native)})" if native else None
 
