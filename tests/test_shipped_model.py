@@ -53,6 +53,7 @@ def test_translates_held_sentences_sensibly():
         assert not missing, f"{source!r} -> {translation!r}: no {missing}"
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path):
     hypotheses = tmp_path / "test_2016_flickr.hyp.de"

@@ -13,6 +13,7 @@ from tests.data.conftest import DATA_DIR
 from tests.support import run_cli
 
 
+@pytest.mark.slow
 def test_bench_corpus_scale_smoke(tmp_path):
     if not (DATA_DIR / "multi30k-task1-en-de" / "train.en.gz").is_file():
         pytest.skip(f"Multi30k not found under {DATA_DIR}")

@@ -34,6 +34,7 @@ def result():
     return json.loads(lines[-1]), proc.stdout
 
 
+@pytest.mark.slow
 def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
     payload, stdout = result
     assert payload["bench"] == "engines" and payload["num_sentences"] == 3 and payload["rounds"] == 1

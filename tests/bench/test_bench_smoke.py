@@ -42,6 +42,7 @@ def _last_json(runs, name):
     return json.loads(lines[-1])
 
 
+@pytest.mark.slow
 def test_bench_train_reports_ours_and_torch_or_missing(runs):
     result = _last_json(runs, "train")
     assert result["bench"] == "train" and result["cpu_count"] == os.cpu_count()

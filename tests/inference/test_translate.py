@@ -1,6 +1,7 @@
 """Translating many lines: batches by length, original order restored, the same results from either kind of model."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_transformer import inference
@@ -28,6 +29,7 @@ def test_batches_by_length_and_restores_order():
     assert {c[1:] for c in calls} == {(4, 0.0, 50)}  # unset options take the recipe's values
 
 
+@pytest.mark.slow
 def test_work_directory_and_saved_model_agree_and_kt_translate_keeps_order(trained_workdir, exported):
     from_checkpoint = inference.translate_lines(inference.load_translator(trained_workdir), LINES, batch_size=2)
     from_export = inference.translate_lines(inference.load_translator(exported), LINES, batch_size=2)

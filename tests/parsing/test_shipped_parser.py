@@ -43,6 +43,7 @@ def test_kt_parse_gives_one_tree_over_the_input_words():
         assert trees.words(tree) == sentence.split(), output
 
 
+@pytest.mark.slow
 def test_kt_evaluate_parser_reproduces_the_stored_scores(metadata, sample_data_dir):
     result = run_cli("evaluate_parser", f"--model={SHIPPED}", f"--data_dir={sample_data_dir}", "--json", timeout=900)
     scores = json.loads(result.stdout.strip().splitlines()[-1])

@@ -86,6 +86,7 @@ def test_load_split_yields_sentence_tree_pairs(sample_data_dir):
     assert stats.source_file.endswith("treebank.zip:test (sentences)")
 
 
+@pytest.mark.slow
 def test_tokenizer_keeps_every_label_whole(sample_data_dir, tmp_path, sample_splits):
     """Each tree token is one piece (measured: plain BPE splits 26 of 28 labels, 1.30 pieces per token)."""
     from keras_transformer.decoding import tree_constraint

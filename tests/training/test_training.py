@@ -6,6 +6,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from keras_transformer import training
@@ -41,6 +42,7 @@ def test_trains_to_the_step_count_and_writes_scalars(tiny_recipe, tmp_path):
     assert {"loss", "nll", "token_accuracy"} <= set(val_events.Tags()["tensors"]) | set(val_events.Tags()["scalars"])
 
 
+@pytest.mark.slow
 def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, train_steps=3)
     training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
@@ -55,6 +57,7 @@ def test_second_run_resumes_with_optimizer_state(tiny_recipe, tmp_path):
     assert summary.resumed_from == 3 and summary.steps == 6
 
 
+@pytest.mark.slow
 def test_wall_clock_cap_stops_early_and_checkpoints_the_step_reached(tiny_recipe, tmp_path):
     recipe = _recipe(tiny_recipe, max_train_minutes=1e-6)  # spent during the first step
     summary = training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
@@ -89,6 +92,7 @@ def test_summary_file(tiny_recipe, tmp_path):
     assert summary["steps"] == 3 and np.isfinite(summary["history"]["loss"][-1])
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_trains_and_leaves_float32_behind(tiny_recipe, tmp_path, monkeypatch):
     import keras
 

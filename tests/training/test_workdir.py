@@ -23,6 +23,7 @@ def _datasets():
     return as_dataset(batches), as_dataset(batches[:2], repeat=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_an_interrupted_run_sees_the_batches_of_an_uninterrupted_one(tiny_recipe, tmp_path, accumulation):
     whole = training.train(_recipe(tiny_recipe, gradient_accumulation_steps=accumulation), str(tmp_path / "whole"),
