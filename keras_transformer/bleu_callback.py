@@ -72,10 +72,10 @@ class DevBleu(keras.callbacks.Callback):
 
     def _translate_batch(self, strings):
         """[B] source strings -> [B] detokenized best hypotheses (traced once per model)."""
-        ids = self.tokenizer.tokenize(strings)[:, : self.model.config.max_length - 1]  # [B, (S - 1)]
+        ids = self.tokenizer.source.tokenize(strings)[:, : self.model.config.max_length - 1]  # [B, (S - 1)]
         source_ids = append_eos(ids).to_tensor(PAD_ID)  # [B, S], EOS-terminated as in training
         sequences, _ = translate_ids(self.model, source_ids, self.beam_size, self.alpha, self.extra_length)  # [B, K, T]
-        return self.tokenizer.detokenize(sequences[:, 0, :])  # [B], best beam up to its EOS
+        return self.tokenizer.target.detokenize(sequences[:, 0, :])  # [B], best beam up to its EOS
 
     def translate(self) -> List[str]:
         """The model's best translations of ``sources``, in order."""

@@ -262,27 +262,36 @@ def resume_point(workdir: Union[str, os.PathLike]) -> checkpoint_health.Walk:
     return walk
 
 
-def find_tokenizer(workdir: Union[str, os.PathLike], recipe: Recipe, data_dir=None) -> tokenizer_lib.Tokenizer:
-    """The work directory's own SentencePiece model (never retrained here).
+def find_tokenizer(workdir: Union[str, os.PathLike], recipe: Recipe, data_dir=None) -> tokenizer_lib.Tokenizers:
+    """The work directory's own SentencePiece model(s) (never retrained here): a ``Tokenizer``, or a
+    ``TokenizerPair`` for separate vocabularies.
 
-    One ``<workdir>/tokenizer/*.model`` is used as is; with several, the one
-    named by the recipe's cache key (which needs the training corpus under
-    ``data_dir`` to compute).
+    A model whose name (the cache key up to its hash) is the only one of its kind in
+    ``<workdir>/tokenizer`` is used as is; with several, the one named by the recipe's
+    whole cache key (which needs the training corpus under ``data_dir`` to compute).
     """
     directory = WorkDir(workdir).tokenizer
     models = sorted(directory.glob("*.model")) if directory.is_dir() else []
     if not models:
         raise FileNotFoundError(f"{directory}: no tokenizer (*.model); the work directory is incomplete")
-    if len(models) == 1:
-        return tokenizer_lib.Tokenizer(models[0])
-    path = directory / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found among {len(models)} tokenizers in {directory}")
-    return tokenizer_lib.Tokenizer(path)
+
+    def find(side):
+        kind = tokenizer_lib.cache_key(recipe, side=side, digest=False)
+        candidates = [p for p in models if p.name.rsplit("_", 1)[0] == kind]
+        if len(candidates) == 1 or (len(models) == 1 and side is None):  # an --init_from copy keeps its name
+            return tokenizer_lib.Tokenizer((candidates or models)[0])
+        path = directory / f"{tokenizer_lib.cache_key(recipe, data_dir, side)}.model"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not found among {len(models)} tokenizers in {directory}")
+        return tokenizer_lib.Tokenizer(path)
+
+    if recipe.model.shared_vocabulary:
+        return find(None)
+    return tokenizer_lib.TokenizerPair(*(find(side) for side in tokenizer_lib.SIDES))
 
 
 def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "latest",
-                       data_dir=None) -> Tuple[Transformer, Recipe, tokenizer_lib.Tokenizer]:
+                       data_dir=None) -> Tuple[Transformer, Recipe, tokenizer_lib.Tokenizers]:
     """(model with restored weights, recipe, tokenizer) of a training work directory or an exported SavedModel.
 
     ``checkpoint``: "latest" (newest training checkpoint), "averaged" (newest
@@ -301,9 +310,10 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
     recipe = WorkDir(workdir).read_recipe()
     path = resolve_checkpoint(workdir, checkpoint)
     tok = find_tokenizer(workdir, recipe, data_dir)
-    if tok.vocab_size != recipe.model.vocab_size:
-        raise ValueError(f"{tok.model_path}: {tok.vocab_size} pieces, but the recipe's vocab_size is "
-                         f"{recipe.model.vocab_size}")
+    for model_tokenizer in tok.models.values():
+        if model_tokenizer.vocab_size != recipe.model.vocab_size:
+            raise ValueError(f"{model_tokenizer.model_path}: {model_tokenizer.vocab_size} pieces, but the recipe's "
+                             f"vocab_size is {recipe.model.vocab_size}")
     model = build_model(recipe.model)
     _restore(model, path)
     logging.info("restored %s", path)
@@ -311,7 +321,7 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
 
 
 # Model fields that set the weights' shapes: a run can only resume or start from weights that agree on these.
-SHAPE_FIELDS = ("vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_k",
+SHAPE_FIELDS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_k",
                 "d_v", "positional", "max_length", "norm")
 
 
@@ -346,27 +356,32 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
     run gets that run's tokenizer, under the name this recipe's data looks it up by.
     """
     workdir = WorkDir(workdir)
+    sides = [None] if recipe.model.shared_vocabulary else list(tokenizer_lib.SIDES)
 
-    def tokenizer_path():  # the name this recipe's data looks its tokenizer up by (stats the corpus files)
-        return workdir.tokenizer / f"{tokenizer_lib.cache_key(recipe, data_dir)}.model"
+    def tokenizer_path(side):  # the name this recipe's data looks a model up by (stats the corpus files)
+        return workdir.tokenizer / f"{tokenizer_lib.cache_key(recipe, data_dir, side)}.model"
 
     fresh = not list_checkpoints(workdir.checkpoints)
     if not fresh:
         shape_mismatch(workdir.read_recipe(), recipe, str(workdir))
         others = sorted(p.name for p in workdir.tokenizer.glob("*.model"))
-        if others and not tokenizer_path().is_file():
+        missing = [tokenizer_path(side).name for side in sides if not tokenizer_path(side).is_file()]
+        if others and missing:
             raise ValueError(f"tokenizer: {workdir} was trained with tokenizer/{others[0]} (another corpus, "
-                             f"vocabulary or seed); this run's data needs {tokenizer_path().name}. Resume with the "
+                             f"vocabulary or seed); this run's data needs {missing[0]}. Resume with the "
                              f"same data, or start a new --workdir (--init_from={workdir} keeps its weights)")
     elif recipe.train.init_from:
-        source, is_saved_model = _init_source(recipe.train.init_from, recipe)
-        models = (sorted((source / "assets").glob("*.model")) if is_saved_model
-                  else [Path(find_tokenizer(source, recipe, data_dir).model_path)])
-        if len(models) != 1:
-            raise FileNotFoundError(f"--init_from: {source} holds {len(models)} tokenizer models, expected one")
-        target = tokenizer_path()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(models[0], target)
+        source, is_saved_model = _init_source(recipe.train.init_from, recipe)  # the same shared_vocabulary
+        if is_saved_model:
+            from keras_transformer import export
+
+            models = export.tokenizer_models(source)
+        else:
+            models = {role: Path(t.model_path) for role, t in find_tokenizer(source, recipe, data_dir).models.items()}
+        for side in sides:
+            target = tokenizer_path(side)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(models[side or "shared"], target)
     return fresh
 
 

@@ -27,7 +27,12 @@ def _require(condition: bool, field: str, message: str) -> None:
 class ModelConfig:
     """The architecture (§3, Table 3). Symbols follow the paper."""
 
-    vocab_size: int = 37000  # shared source/target BPE vocabulary (§5.1)
+    vocab_size: int = 37000  # shared source/target BPE vocabulary (§5.1); each side's when not shared
+    # §3.4 and §5.1: one vocabulary for both languages, one matrix for both embeddings and the pre-softmax
+    # projection. False: a vocab_size-piece BPE model per language, the source its own embedding, the target's
+    # embedding tied to the pre-softmax projection only (Press & Wolf, 2017; fairseq's
+    # --share-decoder-input-output-embed); not in the paper.
+    shared_vocabulary: bool = True
     d_model: int = 512
     d_ff: int = 2048
     num_heads: int = 8  # h
@@ -236,6 +241,8 @@ class Recipe:
 
     def __post_init__(self):
         _require(bool(self.name), "name", "must be non-empty")
+        _require(self.model.shared_vocabulary or self.data.corpus != "ptb", "shared_vocabulary",
+                 "a parser (corpus ptb) reads sentences and writes trees with one vocabulary; it cannot be False")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

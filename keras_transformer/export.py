@@ -62,8 +62,9 @@ Empty and whitespace-only inputs become the source [EOS].
 The SentencePiece model runs in the graph (tensorflow-text). Its op takes the
 model bytes as an attribute, so they are embedded in ``saved_model.pb``; the
 same file is also written to ``assets/`` (with ``export.json``: recipe,
-checkpoint, max_source_length, decoding defaults, precision) so that the
-directory describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
+checkpoint, max_source_length, decoding defaults, precision, and under
+``tokenizers`` the asset of each role: "shared", or "source" and "target" for
+separate vocabularies) so that the directory describes itself. The ``translate_ids*`` graphs hold no tensorflow-text op,
 but loading a SavedModel registers every function in it, so a server without
 tensorflow-text needs an export made with ``with_text=False``
 (``kt-export --ids_only``), which has only those two signatures.
@@ -92,7 +93,7 @@ import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import DECODE_OPTIONS, PARALLEL_SEARCHES, PRECISIONS, Recipe
-from keras_transformer.data.tokenizer import Tokenizer, append_eos
+from keras_transformer.data.tokenizer import Tokenizer, TokenizerPair, Tokenizers, append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.model_step import source_lengths
 
@@ -261,7 +262,7 @@ class Translator(tf.Module):
 
     def encode(self, inputs):
         """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after (not yet truncated)."""
-        return append_eos(self._tokenizer.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
+        return append_eos(self._tokenizer.source.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
 
     def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
         source_ids = truncate_source(source_ids, self._max_source_length)  # [B, S]
@@ -274,7 +275,7 @@ class Translator(tf.Module):
         sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
         shape = tf.shape(sequences)
         flat = tf.reshape(sequences, [shape[0] * shape[1], shape[2]])  # [B*K, T]
-        nbest = tf.reshape(self._tokenizer.detokenize(flat), shape[:2])  # [B, K]
+        nbest = tf.reshape(self._tokenizer.target.detokenize(flat), shape[:2])  # [B, K]
         return {"translations": nbest[:, 0], "scores": scores[:, 0], "nbest_translations": nbest,
                 "nbest_scores": scores}
 
@@ -310,7 +311,9 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
         translator = Translator(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
     decode = dict(beam_size=recipe.decode.beam_size, alpha=recipe.decode.alpha, extra_length=recipe.decode.extra_length,
                   parallel_searches=parallel_searches)
+    models = tokenizer.models if with_text else {}  # {role: Tokenizer}
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=translator.max_source_length,
+                       tokenizers={role: os.path.basename(t.model_path) for role, t in models.items()},
                        decode=decode, precision=model.dtype_policy.name,
                        signatures=list(translator.signatures()),
                        truncation="sources longer than max_source_length tokens (EOS included) keep their first "
@@ -325,10 +328,11 @@ def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True,
             with open(info_path, "w") as f:
                 json.dump(description, f, indent=2, sort_keys=True)
             translator.export_info = tf.saved_model.Asset(info_path)
-            if with_text:
-                spm_path = os.path.join(staging, os.path.basename(tokenizer.model_path))
-                shutil.copyfile(tokenizer.model_path, spm_path)
-                translator.tokenizer_model = tf.saved_model.Asset(spm_path)
+            for role, model_tokenizer in models.items():  # attributes tokenizer_model, source_tokenizer_model ...
+                spm_path = os.path.join(staging, os.path.basename(model_tokenizer.model_path))
+                shutil.copyfile(model_tokenizer.model_path, spm_path)
+                prefix = "" if role == "shared" else f"{role}_"
+                setattr(translator, f"{prefix}tokenizer_model", tf.saved_model.Asset(spm_path))
             with _named(translator.model_variables, variable_names(model)):  # model.variables order
                 tf.saved_model.save(translator, partial, signatures=translator.signatures())
         if os.path.isdir(export_dir):
@@ -376,7 +380,21 @@ def load_saved_model(export_dir):
         raise ValueError(f"{export_dir} is a damaged SavedModel: {reason}; export it again (kt-export)") from None
 
 
-def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
+def tokenizer_models(export_dir) -> dict:
+    """{role: path} of a text export's SentencePiece models in ``assets/``: "shared", or "source" and "target"
+    (``export.json``'s ``tokenizers``; an export from before that record has one model, the shared one)."""
+    assets = os.path.join(str(export_dir), "assets")
+    with open(os.path.join(assets, EXPORT_INFO)) as f:
+        roles = json.load(f).get("tokenizers")
+    if roles is None:
+        found = sorted(glob.glob(os.path.join(assets, "*.model")))
+        roles = {"shared": os.path.basename(found[0])} if len(found) == 1 else {}
+    if not roles:
+        raise FileNotFoundError(f"{assets}: no SentencePiece model (exported with --ids_only?)")
+    return {role: os.path.join(assets, name) for role, name in roles.items()}
+
+
+def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizers]:
     """(Keras model, recipe, tokenizer) rebuilt from a text SavedModel written by ``export``.
 
     The model is built from ``assets/export.json``'s recipe and takes the SavedModel's ``model_variables``
@@ -390,13 +408,11 @@ def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizer]:
         raise FileNotFoundError(f"{info_path}: not found; is {export_dir} a SavedModel written by kt-export?")
     with open(info_path) as f:
         recipe = Recipe.from_dict(json.load(f)["recipe"])
-    tokenizers = sorted(glob.glob(os.path.join(export_dir, "assets", "*.model")))
-    if not tokenizers:
-        raise FileNotFoundError(f"{export_dir}/assets: no SentencePiece model (exported with --ids_only?)")
+    models = {role: Tokenizer(path) for role, path in tokenizer_models(export_dir).items()}
     loaded = load_saved_model(export_dir)
     model = build_model(recipe.model)
     assign_exported(model, loaded, export_dir)
-    return model, recipe, Tokenizer(tokenizers[0])
+    return model, recipe, models["shared"] if "shared" in models else TokenizerPair(models["source"], models["target"])
 
 
 def assign_exported(model, loaded, export_dir) -> None:

@@ -6,7 +6,9 @@
     decode_step(token_ids [N], step, cache, memory_mask) -> (logits [N, V], cache)   N = B or B*K
 
 Source and target share one embedding matrix, which is also the pre-softmax
-projection (§3.4). Dropout is applied to the sums of embeddings and positional
+projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
+has its own embedding over its own vocabulary and the target's matrix is the
+projection's (Press & Wolf, 2017). Dropout is applied to the sums of embeddings and positional
 encodings (§5.4). Logits are float32 also under mixed precision.
 """
 
@@ -36,7 +38,9 @@ class Transformer(keras.Model):
         c = config
         block = {name: getattr(c, name) for name in BLOCK_ARGS if name not in ("d_k", "d_v")}
         block.update(d_k=c.key_dim, d_v=c.value_dim)
-        self.embedding = SharedEmbedding(c.vocab_size, c.d_model, name="shared_embedding")
+        self.embedding = SharedEmbedding(c.vocab_size, c.d_model, name="shared_embedding")  # the target's too
+        if not c.shared_vocabulary:  # created after the shared one: a shared model's variables keep their order
+            self.own_source_embedding = SharedEmbedding(c.vocab_size, c.d_model, name="source_embedding")
         self.positional = make_positional(c.positional, c.max_length, c.d_model, name="positional")
         self.embedding_dropout = keras.layers.Dropout(c.dropout, name="embedding_dropout")
         self.encoder = Encoder(c.num_encoder_layers, **block, name="encoder")
@@ -44,14 +48,19 @@ class Transformer(keras.Model):
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
-    def _embed(self, ids, start=0, training=None):
-        """ids [B, N] -> dropout(E[ids] sqrt(D) + PE[start:start+N]) [B, N, D]."""
-        x = self.positional(self.embedding(ids), start=start)
+    @property
+    def source_embedding(self) -> SharedEmbedding:
+        """The source side's E: the shared one (§3.4) or, with separate vocabularies, its own."""
+        return self.embedding if self.config.shared_vocabulary else self.own_source_embedding
+
+    def _embed(self, ids, start=0, training=None, embedding=None):
+        """ids [B, N] -> dropout(E[ids] sqrt(D) + PE[start:start+N]) [B, N, D]; E the target's unless given."""
+        x = self.positional((self.embedding if embedding is None else embedding)(ids), start=start)
         return self.embedding_dropout(x, training=training)
 
     def encode(self, source_ids, training=None):
         """source_ids [B, S] -> memory [B, S, D]."""
-        x = self._embed(source_ids, training=training)
+        x = self._embed(source_ids, training=training, embedding=self.source_embedding)
         return self.encoder(x, masks.padding_mask(source_ids), training=training)
 
     def decode(self, target_in_ids, memory, memory_mask, training=None):
@@ -89,7 +98,7 @@ class Transformer(keras.Model):
         source_mask = masks.padding_mask(source_ids)
         self_mask = masks.decoder_self_mask(target_in_ids)
         maps = {"encoder": [], "decoder": [], "cross": []}
-        x = self._embed(source_ids)
+        x = self._embed(source_ids, embedding=self.source_embedding)
         for layer in self.encoder.blocks:
             maps["encoder"].append(layer.self_attention.attention_weights(x, x, source_mask))
             x = layer(x, source_mask)
@@ -148,7 +157,7 @@ def count_parameters(config: ModelConfig) -> int:
     """Closed-form trainable parameter count of the architecture (biases included, tied softmax).
 
     attention: W^Q, W^K (D x h d_k + h d_k each), W^V (D x h d_v + h d_v), W^O (h d_v x D + D)
-    FFN (Eq. 2): D d_ff + d_ff + d_ff D + D;  LayerNorm: 2D;  embedding: V D (shared, §3.4)
+    FFN (Eq. 2): D d_ff + d_ff + d_ff D + D;  LayerNorm: 2D;  embedding: V D (shared, §3.4; twice if not)
     """
     D, h, dk, dv = config.d_model, config.num_heads, config.key_dim, config.value_dim
     attention = 2 * (D * h * dk + h * dk) + (D * h * dv + h * dv) + (h * dv * D + D)
@@ -156,7 +165,8 @@ def count_parameters(config: ModelConfig) -> int:
     norm = 2 * D
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
-    total = (config.vocab_size * D + config.num_encoder_layers * encoder_layer
+    embeddings = 1 if config.shared_vocabulary else 2
+    total = (embeddings * config.vocab_size * D + config.num_encoder_layers * encoder_layer
              + config.num_decoder_layers * decoder_layer)
     if config.positional == "learned":
         total += config.max_length * D

@@ -78,19 +78,19 @@ def best_translation_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length
 def attention_data(model, tokenizer, source: str, reference: Optional[str] = None, beam_size=4, alpha=0.6,
                    extra_length=50) -> AttentionData:
     """Attention weights of ``model`` for ``source`` and its beam translation (or ``reference``)."""
-    source_ids = append_eos(tokenizer.tokenize([source]))[0].numpy().astype(np.int32)  # [S]
+    source_ids = append_eos(tokenizer.source.tokenize([source]))[0].numpy().astype(np.int32)  # [S]
     if source_ids.size > model.config.max_length:
         raise ValueError(f"sentence: {source_ids.size} subword tokens exceed max_length={model.config.max_length}")
     if reference is None:
         target = best_translation_ids(model, source_ids[None, :], beam_size, alpha, extra_length)
-        target_text = tokenizer.detokenize(target[None, :]).numpy()[0].decode("utf-8")
+        target_text = tokenizer.target.detokenize(target[None, :]).numpy()[0].decode("utf-8")
     else:
-        target, target_text = tokenizer.tokenize([reference])[0].numpy(), reference
+        target, target_text = tokenizer.target.tokenize([reference])[0].numpy(), reference
     target_in_ids = np.concatenate([[BOS_ID], target])[: model.config.max_length].astype(np.int32)  # [T]
     maps = model.attention_maps(tf.constant(source_ids[None, :]), tf.constant(target_in_ids[None, :]))
     weights = {kind: [np.asarray(layer)[0] for layer in maps[kind]] for kind in KINDS}  # L x [H, Q, K]
-    return AttentionData(source_ids, target_in_ids, _pieces(tokenizer, source_ids), _pieces(tokenizer, target_in_ids),
-                         weights, source, target_text)
+    return AttentionData(source_ids, target_in_ids, _pieces(tokenizer.source, source_ids),
+                         _pieces(tokenizer.target, target_in_ids), weights, source, target_text)
 
 
 def _shorten(text: str, limit: int = 70) -> str:

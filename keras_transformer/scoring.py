@@ -118,7 +118,7 @@ def score_lines(model, recipe: Recipe, tokenizer, sources: Sequence[str], target
     alpha = recipe.decode.alpha if alpha is None else alpha
     if alpha < 0:
         raise ValueError(f"alpha: must be >= 0, got {alpha}")
-    source_ids, target_ids = _tokenize(tokenizer, sources), _tokenize(tokenizer, targets)
+    source_ids, target_ids = _tokenize(tokenizer.source, sources), _tokenize(tokenizer.target, targets)
     limit = model.config.max_length
     for i, row in enumerate(target_ids):
         if len(row) > limit:

@@ -47,3 +47,9 @@ def test_recipe_files_of_older_versions_still_load():
     d = json.loads(recipes.get("tiny").to_json())
     d["train"]["steps_per_epoch"] = 100  # a field older versions wrote
     assert Recipe.from_dict(d) == recipes.get("tiny")
+
+
+def test_a_parser_has_one_vocabulary():
+    ptb = recipes.get("ptb_sample")
+    with pytest.raises(ValueError, match="^shared_vocabulary: a parser"):
+        dataclasses.replace(ptb, model=dataclasses.replace(ptb.model, shared_vocabulary=False))

@@ -8,7 +8,7 @@ import pytest
 
 from keras_transformer import layers
 from keras_transformer.config import ModelConfig
-from keras_transformer.model import Transformer, build_model
+from keras_transformer.model import Transformer, build_model, count_parameters
 
 
 def _batch(rng, vocab=100):
@@ -76,6 +76,37 @@ def test_tied_embedding_is_the_pre_softmax_projection(small_config):
     y = np.random.default_rng(4).normal(size=(1, 1, 16)).astype("float32")
     np.testing.assert_allclose(model.embedding.logits(y)[0, 0], y[0, 0] @ np.asarray(model.embedding.embeddings).T,
                                rtol=1e-5, atol=1e-6)  # a sum of 16 float32 products: ~1e-7 apart by summation order
+
+
+def test_separate_vocabularies_give_the_source_its_own_embedding(small_config):
+    config = dataclasses.replace(small_config, shared_vocabulary=False)
+    model = build_model(config)
+    names = [w.path for w in model.trainable_weights if "embedding" in w.path]
+    assert names == ["transformer/shared_embedding/embeddings", "transformer/source_embedding/embeddings"]
+    assert model.count_params() == count_parameters(config) == count_parameters(small_config) + 100 * 16
+    src, tgt = _batch(np.random.default_rng(8))
+    memory, logits = np.asarray(model.encode(src)), np.asarray(model((src, tgt)))
+    # The target's matrix embeds the decoder's input and is the pre-softmax projection; the source's feeds the
+    # encoder only: changing it changes the memory, and the logits only through the memory.
+    y = np.random.default_rng(9).normal(size=(1, 1, 16)).astype("float32")
+    np.testing.assert_allclose(model.embedding.logits(y)[0, 0], y[0, 0] @ np.asarray(model.embedding.embeddings).T,
+                               rtol=1e-5, atol=1e-6)
+    model.source_embedding.embeddings.assign(np.asarray(model.source_embedding.embeddings) * 2.0)
+    assert np.abs(np.asarray(model.encode(src)) - memory).max() > 1e-3
+    model.source_embedding.embeddings.assign(np.asarray(model.source_embedding.embeddings) / 2.0)
+    np.testing.assert_allclose(model((src, tgt)), logits, atol=1e-6)
+    model.embedding.embeddings.assign(np.asarray(model.embedding.embeddings) * 2.0)  # the target's only
+    np.testing.assert_allclose(model.encode(src), memory, atol=1e-6)
+
+
+def test_separate_vocabularies_reload_from_a_keras_file(small_config, tmp_path):
+    config = dataclasses.replace(small_config, shared_vocabulary=False)
+    model = build_model(config)
+    src, tgt = _batch(np.random.default_rng(10))
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert reloaded.config == config
+    np.testing.assert_array_equal(model((src, tgt)), reloaded((src, tgt)))
 
 
 def test_embedding_is_scaled_by_sqrt_d_model(small_config):

@@ -51,7 +51,10 @@ DATA_FLAGS = (  # DataConfig (§5.1)
      "of the words otherwise and trained far more slowly (README); evaluation is never sampled."),
 )
 MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_layers and num_decoder_layers
-    ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr)."),
+    ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr); each "
+     "language's with --noshared_vocabulary."),
+    ("boolean", "shared_vocabulary", "One BPE vocabulary and one embedding for both languages, tied to the "
+     "pre-softmax projection (§3.4); --noshared_vocabulary: one per language, the target's tied to the projection."),
     ("integer", "d_model", "Override d_model."),
     ("integer", "d_ff", "Override d_ff."),
     ("integer", "num_heads", "Override h."),
@@ -112,10 +115,10 @@ def define_data_dir_flag() -> None:
 def define_recipe_override_flags(training: bool = True, default: str = "tiny", flag_values=FLAGS) -> None:
     """--recipe and the flags overriding its fields (unset flags keep the recipe's values).
 
-    The data flags and --vocab_size always; with ``training`` also the model and training flags.
+    The data flags, --vocab_size and --shared_vocabulary always; with ``training`` also the model and training flags.
     """
     define_recipe_flag(default, flag_values)
-    table = DATA_FLAGS + MODEL_FLAGS + TRAIN_FLAGS if training else DATA_FLAGS + MODEL_FLAGS[:1]
+    table = DATA_FLAGS + MODEL_FLAGS + TRAIN_FLAGS if training else DATA_FLAGS + MODEL_FLAGS[:2]
     for kind, name, help_text in table:
         getattr(flags, f"DEFINE_{kind}")(name, None, help_text, flag_values=flag_values)
 
@@ -163,6 +166,7 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
+        resolved = dataclasses.replace(recipe, model=model, data=data, train=train)  # checks across the configs
     except ValueError as e:
         fail_with(e, flag_values)
     if data.corpus == "text":
@@ -172,7 +176,7 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
         if needs_eval and not data.eval_prefix and not data.eval_split.startswith("newstest"):
             fail(f"--eval_prefix: required with corpus text to validate on --eval_split={data.eval_split} "
                  "(or give --eval_split=newstest2013)")
-    return dataclasses.replace(recipe, model=model, data=data, train=train)
+    return resolved
 
 
 def _parse_flags(argv):

@@ -20,7 +20,7 @@ from absl import flags
 from keras_transformer.cli import common
 
 FLAGS = flags.FLAGS
-common.define_recipe_override_flags(training=False)  # --recipe, the data flags and --vocab_size
+common.define_recipe_override_flags(training=False)  # --recipe, the data flags, --vocab_size, --shared_vocabulary
 common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Where the tokenizer is cached (default: runs/<recipe>).")
 flags.DEFINE_string("split", None, "Split to report on (default: the recipe's train split).")

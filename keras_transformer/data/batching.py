@@ -129,8 +129,8 @@ def bucket_shapes(cfg: DataConfig, plan: Optional[BatchPlan] = None) -> List[Tup
 
 def _encode(tokenizer, sources: tf.Tensor, targets: tf.Tensor, bpe_dropout=0.0):
     """[N] strings -> ragged source [N, (S)], target_in [N, (T)], target_out [N, (T)]."""
-    x = tokenizer.tokenize(sources, bpe_dropout)  # [N, (len x)]
-    y = tokenizer.tokenize(targets, bpe_dropout)  # [N, (len y)]
+    x = tokenizer.source.tokenize(sources, bpe_dropout)  # [N, (len x)]
+    y = tokenizer.target.tokenize(targets, bpe_dropout)  # [N, (len y)]
     bos = tf.fill([y.nrows(), 1], BOS_ID)  # [N, 1]
     source = append_eos(x)  # [N, (len x + 1)]
     target_in = tf.concat([bos, y], axis=1)  # [N, (len y + 1)]

@@ -46,7 +46,8 @@ def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1) -> dic
         max_length=cfg.max_length,
         pairs_in_batches=measured.pairs,
         pairs_carried_over=counts.kept - measured.pairs,  # in partial buckets; training's repeat uses them
-        vocab_size=tok.vocab_size,
+        vocab_size=tok.target.vocab_size,  # each side's, or the shared one's
+        shared_vocabulary=recipe.model.shared_vocabulary,
         num_batches=measured.num_batches,
         tokens_per_batch=cfg.tokens_per_batch,
         replicas=plan.replicas,

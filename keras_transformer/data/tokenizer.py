@@ -7,6 +7,12 @@ model on both sides of the training text and run it with
 (:attr:`Tokenizer.model_proto`) serve in ``tf.data`` and inside an exported
 SavedModel (raw strings in, raw strings out).
 
+With ``ModelConfig.shared_vocabulary`` False (not in the paper) each language
+has its own BPE model of ``vocab_size`` pieces, trained on its side of the text
+only: a :class:`TokenizerPair`. Code that tokenizes sources or detokenizes
+outputs asks for ``tokenizer.source`` and ``tokenizer.target``, which a shared
+:class:`Tokenizer` answers with itself.
+
 Reserved ids: PAD 0, UNK 1, BOS 2, EOS 3 (``keras_transformer.PAD_ID`` ...).
 A sequence the model reads ends with EOS (``append_eos``): a source in
 training, decoding and export, and a target's output side in training.
@@ -18,13 +24,14 @@ and leading/trailing spaces dropped (SentencePiece's usual normalisation).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence, Union
+from typing import Dict, Iterable, Iterator, Optional, Sequence, Union
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -49,6 +56,7 @@ _TRAINER_OPTIONS = dict(
     num_threads=2,
     minloglevel=2,
 )
+SIDES = ("source", "target")  # of a TokenizerPair; "shared" names the one model of a shared vocabulary
 
 
 def append_eos(ids: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -154,6 +162,11 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self._vocab_size
 
+    # One shared vocabulary (§5.1) tokenizes the sources and detokenizes the outputs.
+    source = property(lambda self: self)
+    target = property(lambda self: self)
+    models = property(lambda self: {"shared": self}, doc="{role: Tokenizer} of the SentencePiece models")
+
     def tokenize(self, strings, dropout=0.0) -> tf.RaggedTensor:
         """[B] strings -> [B, (len)] int32 subword ids, no BOS/EOS.
 
@@ -179,10 +192,35 @@ class Tokenizer:
         return self._eager_id_to_piece(ids) if tf.executing_eagerly() else self._op().id_to_string(ids)
 
 
-def cache_key(recipe, data_dir=None) -> str:
-    """Names the model by corpus, languages, vocabulary size and a hash of what trains it."""
+@dataclasses.dataclass(frozen=True)
+class TokenizerPair:
+    """Separate vocabularies: the source language's SentencePiece model and the target language's."""
+
+    source: Tokenizer
+    target: Tokenizer
+
+    @property
+    def models(self) -> Dict[str, Tokenizer]:
+        return {"source": self.source, "target": self.target}
+
+
+Tokenizers = Union[Tokenizer, TokenizerPair]  # what a model's vocabulary is: shared or one per side
+
+
+def cache_key(recipe, data_dir=None, side: Optional[str] = None, digest: bool = True) -> str:
+    """Names the model by corpus, language(s), vocabulary size and a hash of what trains it (``digest``; computing
+    it reads the training corpus's files under ``data_dir``).
+
+    ``side`` ("source" or "target") names one language's model of separate vocabularies (None: the shared one).
+    """
     cfg = recipe.data
-    langs = "-".join(sorted((cfg.source_lang, cfg.target_lang)))  # shared vocabulary: direction-free
+    if side is None:
+        langs = "-".join(sorted((cfg.source_lang, cfg.target_lang)))  # shared vocabulary: direction-free
+    else:
+        langs = cfg.source_lang if side == "source" else cfg.target_lang
+    name = f"{cfg.corpus}_{langs}_bpe{recipe.model.vocab_size}"
+    if not digest:
+        return name
     inputs = dict(
         train=corpora.fingerprint(cfg, cfg.train_split, data_dir),
         sample_lines=cfg.tokenizer_sample_lines,
@@ -191,45 +229,65 @@ def cache_key(recipe, data_dir=None) -> str:
     )
     if cfg.corpus == treebank.CORPUS:
         inputs["atomic_words"] = "treebank labels, ) and XX"  # target_symbols of the training trees
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{cfg.corpus}_{langs}_bpe{recipe.model.vocab_size}_{digest}"
+    if side is not None:
+        inputs["side"] = side
+    return f"{name}_{hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:8]}"
 
 
-def get_or_train(recipe, workdir, data_dir=None) -> Tokenizer:
+def get_or_train(recipe, workdir, data_dir=None) -> Tokenizers:
     """The recipe's tokenizer from ``<workdir>/tokenizer/<key>.model``, training it if absent.
 
-    Source and target training text both feed the one shared vocabulary. Local
+    Source and target training text both feed the one shared vocabulary; with
+    separate vocabularies each side's text trains its own model. Local
     text trains on the seeded sample of at most ``tokenizer_sample_lines``
     sentences that the corpus check draws and caches under ``<workdir>/corpus``
     (all of Multi30k's 58,000 training sentences, in file order); TFDS corpora
     on a shuffled prefix of that many pairs.
     """
+    if recipe.model.shared_vocabulary:
+        return _get_or_train(recipe, workdir, data_dir, None)
+    return TokenizerPair(*(_get_or_train(recipe, workdir, data_dir, side) for side in SIDES))
+
+
+def _get_or_train(recipe, workdir, data_dir, side: Optional[str]) -> Tokenizer:
+    """The shared model (``side`` None) or one side's."""
     cfg = recipe.data
-    prefix = WorkDir(workdir).tokenizer / cache_key(recipe, data_dir)
+    prefix = WorkDir(workdir).tokenizer / cache_key(recipe, data_dir, side)
     if Path(f"{prefix}.model").is_file():
         logging.info("using cached tokenizer %s.model", prefix)
         return Tokenizer(f"{prefix}.model")
     if cfg.tokenizer_sample_lines < 1:
         raise ValueError(f"tokenizer_sample_lines: must be positive, got {cfg.tokenizer_sample_lines}")
+    train = dict(vocab_size=recipe.model.vocab_size, model_prefix=prefix, sample_lines=cfg.tokenizer_sample_lines,
+                 seed=cfg.seed)
     if cfg.corpus == treebank.CORPUS:  # parsing (§6.3): sentences and linearized trees; each label one piece
         split = treebank.load(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
-        return Tokenizer.train(list(split.sources + split.targets), recipe.model.vocab_size, prefix,
-                               sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed,
-                               atomic_words=treebank.target_symbols(split))
+        return Tokenizer.train(list(split.sources + split.targets), atomic_words=treebank.target_symbols(split),
+                               **train)
     if cfg.corpus not in corpora.TFDS_NAMES:
         shards = corpora.split_shards(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
         check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache,
                                  sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
-        return Tokenizer.train([Path(check.sample_path)], recipe.model.vocab_size, prefix,
-                               sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed)
+        if side is None:
+            return Tokenizer.train([Path(check.sample_path)], **train)
+        return Tokenizer.train(_side_of_sample(Path(check.sample_path), SIDES.index(side)), **train)
     pairs, _ = corpora.load_split(cfg, cfg.train_split, data_dir)
     pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)  # millions of pairs
 
     def text():
         for sources, targets in pairs.batch(4096).as_numpy_iterator():
             for x, y in zip(sources, targets):
-                yield x.decode("utf-8")
-                yield y.decode("utf-8")
+                if side != "target":
+                    yield x.decode("utf-8")
+                if side != "source":
+                    yield y.decode("utf-8")
 
-    return Tokenizer.train(text(), recipe.model.vocab_size, prefix,
-                           sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed)
+    return Tokenizer.train(text(), **train)
+
+
+def _side_of_sample(path: Path, parity: int) -> Iterator[str]:
+    """One side of the corpus check's sample (its lines alternate source, target: ``validation``)."""
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i % 2 == parity and line.strip():
+                yield line.rstrip("\n")

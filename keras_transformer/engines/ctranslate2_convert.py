@@ -104,6 +104,9 @@ def _positions(model) -> np.ndarray:
 
 def _check_supported(recipe: Recipe, tokenizer, model) -> None:
     c = recipe.model
+    if not c.shared_vocabulary:
+        raise ValueError("shared_vocabulary: the CTranslate2 export takes the shared vocabulary of §3.4 (one "
+                         "SentencePiece model, one embedding); this model has one per language")
     if c.key_dim != c.value_dim:
         raise ValueError(f"d_v: CTranslate2 needs d_k == d_v, got d_k={c.key_dim}, d_v={c.value_dim}")
     if tokenizer.vocab_size != c.vocab_size:

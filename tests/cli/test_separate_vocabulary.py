@@ -1,0 +1,110 @@
+"""--noshared_vocabulary: a BPE model per language, trained on its side of the text only, carried from kt-train
+through a resumed run, kt-export, the exported signatures and --init_from."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from keras_transformer import PAD_ID, checkpoints, export
+from keras_transformer.config import Recipe
+from keras_transformer.data.tokenizer import TokenizerPair, append_eos
+from keras_transformer.engines import ctranslate2_convert
+from tests.support import run_cli
+
+TRAIN = ("--recipe=tiny", "--source_lang=en", "--target_lang=de", "--noshared_vocabulary", "--vocab_size=400",
+         "--max_length=48", "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48",
+         "--tokenizer_sample_lines=600", "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--seed=3")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, multi30k_dir):
+    """300 training and 100 dev pairs of Multi30k val as local files <prefix>.en / <prefix>.de; {lang: lines}."""
+    root = tmp_path_factory.mktemp("corpus")
+    text = {}
+    for lang in ("en", "de"):
+        with gzip.open(multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()[:400]
+        (root / f"train.{lang}").write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+        (root / f"dev.{lang}").write_text("\n".join(lines[300:]) + "\n", encoding="utf-8")
+        text[lang] = lines[:300]
+    return root, text
+
+
+@pytest.fixture(scope="module")
+def run(corpus, tmp_path_factory):
+    """A 2-step kt-train, its kt-export: (work directory, export directory)."""
+    root, _ = corpus
+    workdir = tmp_path_factory.mktemp("separate") / "run"
+    out = run_cli("train", *TRAIN, f"--train_prefix={root}/train", f"--eval_prefix={root}/dev",
+                  f"--workdir={workdir}", timeout=300)
+    assert f"trained tiny to step 2 in {workdir}" in out.stdout
+    export_dir = workdir.parent / "export"
+    run_cli("export", f"--model={workdir}", f"--export_dir={export_dir}", timeout=300)
+    return workdir, export_dir
+
+
+def _pieces(path):
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i)
+                                                                           or sp.is_byte(i))]
+
+
+@pytest.mark.slow
+def test_each_language_has_a_model_trained_on_its_own_side(run, corpus):
+    workdir, _ = run
+    _, text = corpus
+    models = {p.name.split("_")[1]: p for p in (workdir / "tokenizer").glob("*.model")}
+    assert sorted(models) == ["de", "en"] and all(p.name.startswith("text_") for p in models.values())
+    for lang, other in (("en", "de"), ("de", "en")):
+        seen = " ".join(text[lang])
+        pieces = [p.replace("\u2581", " ").strip() for p in _pieces(models[lang])]
+        assert len(pieces) > 100 and all(p in seen for p in pieces if p), lang  # every piece is its side's text
+        foreign = [p.replace("\u2581", " ").strip() for p in _pieces(models[other])]
+        assert any(p and p not in seen for p in foreign), other  # and the other side's model is not
+    recipe = Recipe.from_dict(json.loads((workdir / "recipe.json").read_text()))
+    assert recipe.model.shared_vocabulary is False and recipe.model.vocab_size == 400
+
+
+@pytest.mark.slow
+def test_the_export_carries_both_models_and_translates(run, corpus):
+    workdir, export_dir = run
+    tok = checkpoints.find_tokenizer(workdir, Recipe.from_dict(json.loads((workdir / "recipe.json").read_text())))
+    assert isinstance(tok, TokenizerPair) and tok.source.model_proto != tok.target.model_proto
+    roles = json.loads((export_dir / "assets" / export.EXPORT_INFO).read_text())["tokenizers"]
+    assert sorted(roles) == ["source", "target"]
+    model, recipe, loaded = export.load_exported(export_dir)
+    assert (loaded.source.model_proto, loaded.target.model_proto) == (tok.source.model_proto, tok.target.model_proto)
+    trained, _, _ = checkpoints.load_for_inference(workdir)
+    for ours, theirs in zip(model.weights, trained.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert "transformer/source_embedding/embeddings" in [w.path for w in model.weights]
+    # Sources go in through the English model, translations come out through the German one, in the export too.
+    texts = tf.constant(["A dog runs through the grass.", "Two men play football."])
+    translator = export.Translator(model, loaded, recipe)
+    ids = translator.encode(texts).numpy()
+    assert ids.tolist() == append_eos(loaded.source.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
+    assert ids.tolist() != append_eos(loaded.target.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
+    sequences = translator.translate_ids(ids)["sequences"]  # [B, K, T]
+    saved_model = export.load_saved_model(export_dir)  # held: its functions read its variables
+    served = saved_model.serving_default(texts)["translations"]
+    assert served.numpy().tolist() == loaded.target.detokenize(sequences[:, 0, :]).numpy().tolist()
+    with pytest.raises(ValueError, match="^shared_vocabulary: the CTranslate2 export"):
+        ctranslate2_convert._check_supported(recipe, loaded, model)
+
+
+@pytest.mark.slow
+def test_resume_and_init_from_find_both_models(run, tmp_path):
+    workdir, export_dir = run
+    recipe = Recipe.from_dict(json.loads((workdir / "recipe.json").read_text()))
+    assert checkpoints.prepare_workdir(recipe, workdir) is False  # resumes: both models are where it looks
+    for source in (workdir, export_dir):
+        fine_tune = Recipe.from_dict(dict(recipe.to_dict(), train=dict(recipe.to_dict()["train"],
+                                                                       init_from=str(source))))
+        new = tmp_path / source.name
+        assert checkpoints.prepare_workdir(fine_tune, new) is True
+        copied = {p.name: p.read_bytes() for p in (new / "tokenizer").glob("*.model")}
+        assert copied == {p.name: p.read_bytes() for p in (workdir / "tokenizer").glob("*.model")}
