@@ -321,8 +321,8 @@ def load_for_inference(model_arg: Union[str, os.PathLike], checkpoint: str = "la
 
 
 # Model fields that set the weights' shapes: a run can only resume or start from weights that agree on these.
-SHAPE_FIELDS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_k",
-                "d_v", "positional", "max_length", "norm")
+SHAPE_FIELDS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_encoder_layers",
+                "num_decoder_layers", "d_k", "d_v", "positional", "max_length", "norm")
 
 
 def shape_mismatch(old: Recipe, new: Recipe, where: str) -> None:

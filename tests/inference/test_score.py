@@ -48,6 +48,8 @@ class _LetterTokenizer:
         rows = [[ord(c) - ord("a") + 4 for c in line] for line in lines]
         return tf.RaggedTensor.from_row_lengths(tf.constant(sum(rows, []), tf.int32), [len(r) for r in rows])
 
+    source = target = property(lambda self: self)  # one vocabulary for both sides, as ``Tokenizer``
+
 
 HIT, MISS = math.log(0.3), math.log(0.1)
 
