@@ -36,10 +36,13 @@ def test_every_table3_row_is_a_recipe():
         assert any(n.startswith(f"table3_{row}_") for n in names)
 
 
-def test_kt_params_prints_the_bare_integer_last():
-    out = run_cli("params", "--recipe=tiny", "--vocab_size=500")
-    assert int(out.stdout.strip().splitlines()[-1]) == count_parameters(
-        dataclasses.replace(recipes.get("tiny").model, vocab_size=500))
+@pytest.mark.parametrize("shared", [True, False])
+def test_kt_params_prints_the_bare_integer_last(shared):
+    flag = "--shared_vocabulary" if shared else "--noshared_vocabulary"  # not shared: a second 500 x d_model matrix
+    out = run_cli("params", "--recipe=tiny", "--vocab_size=500", flag)
+    tiny = recipes.get("tiny").model
+    expected = count_parameters(dataclasses.replace(tiny, vocab_size=500)) + (0 if shared else 500 * tiny.d_model)
+    assert int(out.stdout.strip().splitlines()[-1]) == expected
     assert out.stderr == ""
 
 
