@@ -1,4 +1,4 @@
-"""Data: corpora -> shared BPE tokenizer -> token-budget batches (§5.1).
+"""Data: corpora -> BPE tokenizer (shared, or one per language) -> token-budget batches (§5.1).
 
 ``build_datasets`` is what the trainer calls; the three modules can be used
 on their own (see their docstrings).
@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer.data import batching, corpora, tokenizer
-from keras_transformer.data.tokenizer import Tokenizer
+from keras_transformer.data.tokenizer import Tokenizer, TokenizerPair
 
 
 LENGTH_COUNT_MAX_PAIRS = 200_000  # above this, build_datasets does not count the max_length filter
@@ -51,4 +51,4 @@ def build_datasets(
     return train_ds, eval_ds, tok
 
 
-__all__ = ["build_datasets", "batching", "corpora", "tokenizer", "Tokenizer"]
+__all__ = ["build_datasets", "batching", "corpora", "tokenizer", "Tokenizer", "TokenizerPair"]
