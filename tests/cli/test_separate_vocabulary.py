@@ -1,7 +1,6 @@
 """--noshared_vocabulary: a BPE model per language, trained on its side of the text only, carried from kt-train
 through a resumed run, kt-export, the exported signatures and --init_from."""
 
-import gzip
 import json
 
 import numpy as np
@@ -21,23 +20,9 @@ TRAIN = ("--recipe=tiny", "--source_lang=en", "--target_lang=de", "--noshared_vo
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, multi30k_dir):
-    """300 training and 100 dev pairs of Multi30k val as local files <prefix>.en / <prefix>.de; {lang: lines}."""
-    root = tmp_path_factory.mktemp("corpus")
-    text = {}
-    for lang in ("en", "de"):
-        with gzip.open(multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()[:400]
-        (root / f"train.{lang}").write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
-        (root / f"dev.{lang}").write_text("\n".join(lines[300:]) + "\n", encoding="utf-8")
-        text[lang] = lines[:300]
-    return root, text
-
-
-@pytest.fixture(scope="module")
 def run(corpus, tmp_path_factory):
     """A 2-step kt-train, its kt-export: (work directory, export directory)."""
-    root, _ = corpus
+    root = corpus
     workdir = tmp_path_factory.mktemp("separate") / "run"
     out = run_cli("train", *TRAIN, f"--train_prefix={root}/train", f"--eval_prefix={root}/dev",
                   f"--workdir={workdir}", timeout=300)
@@ -56,7 +41,7 @@ def _pieces(path):
 @pytest.mark.slow
 def test_each_language_has_a_model_trained_on_its_own_side(run, corpus):
     workdir, _ = run
-    _, text = corpus
+    text = {lang: (corpus / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de")}
     models = {p.name.split("_")[1]: p for p in (workdir / "tokenizer").glob("*.model")}
     assert sorted(models) == ["de", "en"] and all(p.name.startswith("text_") for p in models.values())
     for lang, other in (("en", "de"), ("de", "en")):
