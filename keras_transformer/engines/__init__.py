@@ -5,7 +5,8 @@
 
 A CTranslate2 directory (``kt-export --format=ctranslate2``) holds CTranslate2's
 ``model.bin``, ``config.json``, ``source_vocabulary.json`` and
-``target_vocabulary.json``, the SentencePiece model (``SENTENCEPIECE``) and
+``target_vocabulary.json``, the SentencePiece model (``SENTENCEPIECE``; with separate
+vocabularies one per language, ``sentencepiece_file``) and
 ``INFO`` (the recipe, the decoding defaults, ``max_source_length``, the
 quantization and the length-penalty formulas).
 The ``ctranslate2`` package is optional (``pip install -e ".[ctranslate2]"``);
@@ -18,6 +19,14 @@ from pathlib import Path
 
 INFO = "keras_transformer.json"  # what the directory holds and how kt-translate decodes with it
 SENTENCEPIECE = "sentencepiece.model"  # the shared source/target SentencePiece model (§5.1)
+
+
+def sentencepiece_file(role: str) -> str:
+    """The directory's SentencePiece file of a tokenizer role: "shared" (§5.1), or "source" / "target" for
+    separate vocabularies (``source.sentencepiece.model`` ...)."""
+    return SENTENCEPIECE if role == "shared" else f"{role}.{SENTENCEPIECE}"
+
+
 INSTALL_HINT = 'pip install -e ".[ctranslate2]"'
 # How the source vocabulary spells EOS (id 3): CTranslate2 returns an empty translation, without decoding, for a
 # source made only of its BOS/EOS tokens, while ours decodes an empty input from the source [EOS].

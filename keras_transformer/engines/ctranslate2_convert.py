@@ -6,7 +6,9 @@
 The mapping, layer by layer (Keras kernels are [in, out]; CTranslate2's linear weights are [out, in]):
 
     shared embedding E [V, D] (§3.4)   -> encoder/embeddings, decoder/embeddings and decoder/projection
-                                          (no bias), with scale_embeddings: E[ids] * sqrt(D)
+                                          (no bias), with scale_embeddings: E[ids] * sqrt(D); with separate
+                                          vocabularies the source's E -> encoder/embeddings, the target's
+                                          -> decoder/embeddings and decoder/projection
     positions (§3.5 sinusoids, or Table 3 row E learned) -> position_encodings/encodings, set from our own
                                           table [max_length, D] (sin/cos interleaved), so CTranslate2's
                                           layout (sin block, cos block, from position 1) never applies
@@ -23,10 +25,11 @@ Two settings CTranslate2 would otherwise choose differently:
 - the decoder start token: CTranslate2 starts the target with ``decoder_start_token``; ours is BOS (id 2,
   piece ``<s>``), and ``unk``/``bos``/``eos_token`` are the pieces of UNK/BOS/EOS.
 
-The vocabularies are the SentencePiece pieces in id order, except that the source vocabulary spells EOS
-``engines.SOURCE_EOS`` (same id 3): CTranslate2 returns an empty translation without decoding for a source
-made only of its BOS/EOS tokens, whereas ours translates an empty input from the source [EOS]. So a source
-is its pieces followed by ``<source_eos>``, given explicitly (``add_source_eos`` is off).
+The vocabularies are the SentencePiece pieces in id order (each side's own model's, or the shared
+one's), except that the source vocabulary spells EOS ``engines.SOURCE_EOS`` (same id 3): CTranslate2
+returns an empty translation without decoding for a source made only of its BOS/EOS tokens, whereas ours
+translates an empty input from the source [EOS]. So a source is its pieces followed by ``<source_eos>``,
+given explicitly (``add_source_eos`` is off).
 
 Queries are scaled by 1/sqrt(d_k) in both (Eq. 1).
 """
@@ -44,7 +47,7 @@ import numpy as np
 
 from keras_transformer import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.config import Recipe
-from keras_transformer.engines import INFO, QUANTIZATIONS, SENTENCEPIECE, SOURCE_EOS, import_ctranslate2
+from keras_transformer.engines import INFO, QUANTIZATIONS, SOURCE_EOS, import_ctranslate2, sentencepiece_file
 from keras_transformer.layers.positional import sinusoid_table
 
 # Our score and CTranslate2's own, as recorded in INFO (see ctranslate2_translate for what kt-translate does).
@@ -104,16 +107,17 @@ def _positions(model) -> np.ndarray:
 
 def _check_supported(recipe: Recipe, tokenizer, model) -> None:
     c = recipe.model
-    if not c.shared_vocabulary:
-        raise ValueError("shared_vocabulary: the CTranslate2 export takes the shared vocabulary of §3.4 (one "
-                         "SentencePiece model, one embedding); this model has one per language")
     if c.key_dim != c.value_dim:
         raise ValueError(f"d_v: CTranslate2 needs d_k == d_v, got d_k={c.key_dim}, d_v={c.value_dim}")
-    if tokenizer.vocab_size != c.vocab_size:
-        raise ValueError(f"vocab_size: the tokenizer has {tokenizer.vocab_size} pieces, the recipe {c.vocab_size}")
-    rows = tuple(model.embedding.embeddings.shape)
-    if rows != (c.vocab_size, c.d_model):
-        raise ValueError(f"vocab_size: the model's embedding is {rows}, the recipe says {(c.vocab_size, c.d_model)}")
+    for role, model_tokenizer in tokenizer.models.items():
+        if model_tokenizer.vocab_size != c.vocab_size:
+            raise ValueError(f"vocab_size: the {role} tokenizer has {model_tokenizer.vocab_size} pieces, the recipe "
+                             f"{c.vocab_size}")
+    for embedding in {id(e): e for e in (model.source_embedding, model.embedding)}.values():
+        rows = tuple(embedding.embeddings.shape)
+        if rows != (c.vocab_size, c.d_model):
+            raise ValueError(f"vocab_size: the model's {embedding.name} is {rows}, the recipe says "
+                             f"{(c.vocab_size, c.d_model)}")
 
 
 def build_spec(model, tokenizer, recipe: Recipe):
@@ -134,12 +138,12 @@ def build_spec(model, tokenizer, recipe: Recipe):
         head_dim=head_dim)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
 
-    embeddings = _np(model.embedding.embeddings)  # E [V, D]
+    embeddings = _np(model.embedding.embeddings)  # E [V, D], the target's (and the source's when shared)
     positions = _positions(model)  # [max_length, D]
     for stack in (spec.encoder, spec.decoder):
         stack.scale_embeddings = True  # E[ids] * sqrt(D) (§3.4)
         stack.position_encodings.encodings = positions
-    spec.encoder.embeddings[0].weight = embeddings
+    spec.encoder.embeddings[0].weight = embeddings if c.shared_vocabulary else _np(model.source_embedding.embeddings)
     spec.decoder.embeddings.weight = embeddings
     spec.decoder.projection.weight = embeddings  # pre-softmax x E^T, no bias (§3.4); saved once (aliased)
 
@@ -154,12 +158,15 @@ def build_spec(model, tokenizer, recipe: Recipe):
         _layer_norm(spec.encoder.layer_norm, model.encoder.final_norm)
         _layer_norm(spec.decoder.layer_norm, model.decoder.final_norm)
 
-    sp = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]  # id order = our token ids
-    if SOURCE_EOS in pieces:
-        raise ValueError(f"{tokenizer.model_path}: has a piece {SOURCE_EOS!r}, the name the source vocabulary "
-                         "gives EOS")
-    spec.register_source_vocabulary(pieces[:EOS_ID] + [SOURCE_EOS] + pieces[EOS_ID + 1:])
+    def pieces_of(model_tokenizer):  # id order = our token ids
+        sp = spm.SentencePieceProcessor(model_proto=model_tokenizer.model_proto)
+        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+    source, pieces = pieces_of(tokenizer.source), pieces_of(tokenizer.target)
+    if SOURCE_EOS in source:
+        raise ValueError(f"{tokenizer.source.model_path}: has a piece {SOURCE_EOS!r}, the name the source "
+                         "vocabulary gives EOS")
+    spec.register_source_vocabulary(source[:EOS_ID] + [SOURCE_EOS] + source[EOS_ID + 1:])
     spec.register_target_vocabulary(pieces)
     config = spec.config
     config.layer_norm_epsilon = float(c.layer_norm_epsilon)  # CTranslate2's default would be 1e-5
@@ -171,7 +178,8 @@ def build_spec(model, tokenizer, recipe: Recipe):
 
 
 def describe(recipe: Recipe, quantization: str, info: Optional[dict] = None) -> dict:
-    """The contents of INFO."""
+    """The contents of INFO: ``tokenizer`` names the shared SentencePiece file, or ``source_tokenizer`` and
+    ``target_tokenizer`` the two of separate vocabularies."""
     from keras_transformer.export import max_source_length
 
     ctranslate2 = import_ctranslate2()
@@ -184,7 +192,8 @@ def describe(recipe: Recipe, quantization: str, info: Optional[dict] = None) -> 
         recipe=recipe.to_dict(),
         max_source_length=max_source_length(recipe),
         decode=dict(beam_size=d.beam_size, alpha=d.alpha, extra_length=d.extra_length),
-        tokenizer=SENTENCEPIECE,
+        **({"tokenizer": sentencepiece_file("shared")} if recipe.model.shared_vocabulary else
+           {f"{side}_tokenizer": sentencepiece_file(side) for side in ("source", "target")}),
         source=f"the SentencePiece pieces of the text, then {SOURCE_EOS!r} (EOS, id 3, as the source vocabulary "
                "spells it; CTranslate2 does not append it)",
         truncation="sources longer than max_source_length tokens (EOS included) keep their first "
@@ -215,7 +224,8 @@ def convert(model, tokenizer, recipe: Recipe, output_dir, quantization: str = "f
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
     try:
         spec.save(str(staging))
-        (staging / SENTENCEPIECE).write_bytes(tokenizer.model_proto)
+        for role, model_tokenizer in tokenizer.models.items():
+            (staging / sentencepiece_file(role)).write_bytes(model_tokenizer.model_proto)
         with open(staging / INFO, "w", encoding="utf-8") as f:
             json.dump(describe(recipe, quantization, info), f, indent=2, sort_keys=True)
             f.write("\n")

@@ -133,9 +133,12 @@ class CTranslate2Translator:
         d = self.info["decode"]
         self.defaults = (int(d["beam_size"]), float(d["alpha"]), int(d["extra_length"]))
         self.description = f"{model_dir} (CTranslate2 {ctranslate2.__version__}, {self.info['quantization']})"
-        self._sp = spm.SentencePieceProcessor(model_file=str(model_dir / self.info.get("tokenizer", SENTENCEPIECE)))
-        self._eos = self._sp.id_to_piece(EOS_ID)
-        self._banned = {self._sp.id_to_piece(PAD_ID), self._sp.id_to_piece(BOS_ID)}  # never emitted, as in ours
+        shared = self.info.get("tokenizer", SENTENCEPIECE)  # or one per language (ctranslate2_convert.describe)
+        self._source_sp, self._target_sp = (
+            spm.SentencePieceProcessor(model_file=str(model_dir / self.info.get(f"{side}_tokenizer", shared)))
+            for side in ("source", "target"))
+        self._eos = self._target_sp.id_to_piece(EOS_ID)
+        self._banned = {self._target_sp.id_to_piece(i) for i in (PAD_ID, BOS_ID)}  # never emitted, as in ours
         threads = intra_threads or min(4, _available_cores())
         self._translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                                   intra_threads=threads)
@@ -144,13 +147,13 @@ class CTranslate2Translator:
         """[B] texts -> [B] sources: pieces + EOS (spelled SOURCE_EOS), at most max_source_length tokens, cut as
         ``export.truncate_source`` cuts them."""
         keep = self.max_source_length - 1
-        return [self._sp.encode(text, out_type=str)[:keep] + [SOURCE_EOS] for text in texts]
+        return [self._source_sp.encode(text, out_type=str)[:keep] + [SOURCE_EOS] for text in texts]
 
     def _detokenize(self, tokens: List[str]) -> str:
-        ids = [self._sp.piece_to_id(t) for t in tokens]
+        ids = [self._target_sp.piece_to_id(t) for t in tokens]
         if EOS_ID in ids:
             ids = ids[:ids.index(EOS_ID)]
-        return self._sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID)])
+        return self._target_sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID)])
 
     def _decode(self, sources: List[List[str]], beam_size: int, length: int) -> List[List[Tuple[List[str], float]]]:
         """Every hypothesis [(tokens, log P)] of a beam search run to ``length`` tokens (no early stop).

@@ -1,22 +1,25 @@
 """--noshared_vocabulary: a BPE model per language, trained on its side of the text only, carried from kt-train
-through a resumed run, kt-export, the exported signatures and --init_from."""
+through a resumed run, kt-export (SavedModel and CTranslate2), the exported signatures and --init_from."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from keras_transformer import PAD_ID, checkpoints, export
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export
 from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import TokenizerPair, append_eos
-from keras_transformer.engines import ctranslate2_convert
+from keras_transformer.engines import SOURCE_EOS, sentencepiece_file
 from tests.support import run_cli
 
 TRAIN = ("--recipe=tiny", "--source_lang=en", "--target_lang=de", "--noshared_vocabulary", "--vocab_size=400",
          "--max_length=48", "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48",
          "--tokenizer_sample_lines=600", "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--seed=3")
+SOURCES = ["A dog runs through the grass.", "Two men play football."]
+TARGETS = ["Ein Hund läuft durch das Gras.", "Zwei Männer spielen Fußball."]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ def test_the_export_carries_both_models_and_translates(run, corpus):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     assert "transformer/source_embedding/embeddings" in [w.path for w in model.weights]
     # Sources go in through the English model, translations come out through the German one, in the export too.
-    texts = tf.constant(["A dog runs through the grass.", "Two men play football."])
+    texts = tf.constant(SOURCES)
     translator = export.Translator(model, loaded, recipe)
     ids = translator.encode(texts).numpy()
     assert ids.tolist() == append_eos(loaded.source.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
@@ -77,8 +80,34 @@ def test_the_export_carries_both_models_and_translates(run, corpus):
     saved_model = export.load_saved_model(export_dir)  # held: its functions read its variables
     served = saved_model.serving_default(texts)["translations"]
     assert served.numpy().tolist() == loaded.target.detokenize(sequences[:, 0, :]).numpy().tolist()
-    with pytest.raises(ValueError, match="^shared_vocabulary: the CTranslate2 export"):
-        ctranslate2_convert._check_supported(recipe, loaded, model)
+
+
+@pytest.mark.slow
+def test_the_ctranslate2_export_reads_english_and_scores_german_as_ours(run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from keras_transformer.engines import ctranslate2_convert, ctranslate2_translate
+
+    model, recipe, tok = checkpoints.load_for_inference(run[0])
+    directory = Path(ctranslate2_convert.convert(model, tok, recipe, tmp_path / "ct2"))
+    for side in ("source", "target"):
+        assert (directory / sentencepiece_file(side)).read_bytes() == tok.models[side].model_proto
+    pieces = {side: [p.decode() for p in t.id_to_piece(tf.range(t.vocab_size)).numpy()]
+              for side, t in tok.models.items()}
+    assert json.loads((directory / "target_vocabulary.json").read_text()) == pieces["target"]
+    source_vocabulary = json.loads((directory / "source_vocabulary.json").read_text())
+    assert source_vocabulary == pieces["source"][:EOS_ID] + [SOURCE_EOS] + pieces["source"][EOS_ID + 1:]
+    translator = ctranslate2_translate.load(directory, intra_threads=1)
+    sources = translator.encode(SOURCES)  # the English model's pieces, then EOS
+    assert sources == [[pieces["source"][i] for i in row] + [SOURCE_EOS]
+                       for row in tok.source.tokenize(SOURCES).to_list()]
+    targets = [[pieces["target"][i] for i in row] for row in tok.target.tokenize(TARGETS).to_list()]
+    results = translator._translator.score_batch(sources, targets)  # CTranslate2 appends EOS
+    for source, target, result in zip(SOURCES, TARGETS, results):  # log P of each target token, EOS included
+        source_ids = append_eos(tok.source.tokenize([source])).to_tensor()
+        target_ids = tok.target.tokenize([target])[0].numpy().tolist()
+        logits = model((source_ids, tf.constant([[BOS_ID] + target_ids])), training=False)
+        ours = tf.nn.log_softmax(logits[0]).numpy()[np.arange(len(target_ids) + 1), target_ids + [EOS_ID]]
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4, rtol=0)
 
 
 @pytest.mark.slow
