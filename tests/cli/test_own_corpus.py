@@ -12,11 +12,11 @@ from tests.support import run_cli
 @pytest.mark.slow
 def test_kt_train_on_local_text_writes_the_resolved_recipe(corpus, tmp_path):
     workdir = tmp_path / "run"
-    out = run_cli("train", "--recipe=tiny", f"--train_prefix={corpus}/train", f"--eval_prefix={corpus}/dev",
-                  "--source_lang=en", "--target_lang=de", "--vocab_size=600", "--max_length=48",
-                  "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48", "--tokenizer_sample_lines=500",
-                  "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--keep_best_by=val_loss",
-                  "--keep_best=1", "--seed=3", f"--workdir={workdir}", timeout=300)
+    out = run_cli("train", "--recipe=tiny", "--num_layers=1", f"--train_prefix={corpus}/train",
+                  f"--eval_prefix={corpus}/dev", "--source_lang=en", "--target_lang=de", "--vocab_size=600",
+                  "--max_length=48", "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48",
+                  "--tokenizer_sample_lines=500", "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2",
+                  "--keep_best_by=val_loss", "--keep_best=1", "--seed=3", f"--workdir={workdir}", timeout=300)
     assert f"trained tiny to step 2 in {workdir}" in out.stdout
     recipe = Recipe.from_dict(json.loads((workdir / "recipe.json").read_text()))
     tiny = recipes.get("tiny")

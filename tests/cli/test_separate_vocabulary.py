@@ -15,8 +15,8 @@ from keras_transformer.data.tokenizer import TokenizerPair, append_eos
 from keras_transformer.engines import SOURCE_EOS, sentencepiece_file
 from tests.support import run_cli
 
-TRAIN = ("--recipe=tiny", "--source_lang=en", "--target_lang=de", "--noshared_vocabulary", "--vocab_size=400",
-         "--max_length=48", "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48",
+TRAIN = ("--recipe=tiny", "--num_layers=1", "--source_lang=en", "--target_lang=de", "--noshared_vocabulary",
+         "--vocab_size=400", "--max_length=48", "--tokens_per_batch=1024", "--bucket_boundaries=8,16,24,32,48",
          "--tokenizer_sample_lines=600", "--shuffle_buffer=64", "--train_steps=2", "--checkpoint_every=2", "--seed=3")
 SOURCES = ["A dog runs through the grass.", "Two men play football."]
 TARGETS = ["Ein Hund läuft durch das Gras.", "Zwei Männer spielen Fußball."]

@@ -3,7 +3,6 @@
 Damage is made by hand on copies: a data shard cut short, an index removed, bytes flipped, a full disk.
 """
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ import pytest
 from keras_transformer import checkpoint_health, training, workdir_lock
 from keras_transformer.workdir import WorkDir
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
-from tests.synthetic import as_dataset, copy_batches
+from tests.synthetic import as_dataset, copy_batches, small_recipe
 
 
 def _cut_short(prefix):
@@ -86,11 +85,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
 # --- resume walks back past damaged checkpoints ----------------------------------------------------------------
 
 def _recipe(tiny_recipe, **train):
-    return dataclasses.replace(
-        tiny_recipe, model=dataclasses.replace(tiny_recipe.model, dropout=0.0, d_model=32, d_ff=64, num_heads=2,
-                                               num_encoder_layers=1, num_decoder_layers=1),
-        train=dataclasses.replace(tiny_recipe.train, **dict(dict(train_steps=4, checkpoint_every=2, eval_batches=1),
-                                                             **train)))
+    return small_recipe(tiny_recipe, **dict(dict(train_steps=4, checkpoint_every=2, eval_batches=1), **train))
 
 
 def _train(recipe, workdir):

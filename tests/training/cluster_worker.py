@@ -1,8 +1,9 @@
 """Run as ``python -m tests.training.cluster_worker WORKDIR ACCUMULATION`` with ``TF_CONFIG`` naming this
 worker of a loopback cluster; every worker of the cluster runs it at once.
 
-Trains tiny for 4 updates of ACCUMULATION micro-batches each under the multi-worker strategy, writing to
-WORKDIR. Prints one JSON line: the steps trained and the SHA-256 of the final weights.
+Trains a small model (``tests.synthetic.small_recipe`` of tiny) for 4 updates of ACCUMULATION micro-batches
+each under the multi-worker strategy, writing to WORKDIR. Prints one JSON line: the steps trained and the
+SHA-256 of the final weights.
 """
 
 import json
@@ -11,18 +12,17 @@ from keras_transformer.tf_setup import init_devices
 
 init_devices()
 
-import dataclasses  # noqa: E402
 import sys  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from tests.synthetic import as_dataset, copy_batches  # noqa: E402
+from tests.synthetic import as_dataset, copy_batches, small_recipe  # noqa: E402
 
 
 def main(workdir, accumulation):
-    r = recipes.get("tiny")
-    r = dataclasses.replace(r, train=dataclasses.replace(r.train, train_steps=4, checkpoint_every=2, eval_batches=1,
-                                                        gradient_accumulation_steps=accumulation))
+    tiny = recipes.get("tiny")
+    r = small_recipe(tiny, dropout=tiny.model.dropout, train_steps=4, checkpoint_every=2, eval_batches=1,
+                     gradient_accumulation_steps=accumulation)
     strategy = training.make_strategy("multi_worker")  # before any op runs
     batches = copy_batches(batch_size=8, num_batches=4)
     summary = training.train(r, workdir, strategy=strategy,

@@ -12,7 +12,6 @@ from keras_transformer.tf_setup import init_devices
 
 init_devices(cpu_devices=2)
 
-import dataclasses  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -20,12 +19,11 @@ import tensorflow as tf  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from tests.synthetic import copy_batches  # noqa: E402
+from tests.synthetic import copy_batches, small_recipe  # noqa: E402
 
 
 def main():
-    r = recipes.get("tiny")
-    r = dataclasses.replace(r, model=dataclasses.replace(r.model, dropout=0.0))
+    r = small_recipe(recipes.get("tiny"))
     (src, tin), tout = copy_batches(batch_size=8, length=12, num_batches=1)[0]
     tout = tout.copy()
     tin = tin.copy()

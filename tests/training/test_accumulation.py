@@ -32,7 +32,7 @@ def test_accumulated_gradient_equals_the_concatenated_batch_gradient(accumulated
 @pytest.mark.parametrize("strategy", ["one_device", "mirrored_1", "mirrored_2"])
 def test_first_accumulated_adam_update_has_the_eq3_step_size(accumulated, strategy):
     adam = accumulated[f"adam/{strategy}"]
-    lr_1 = float(NoamSchedule(64, 100, 2.0)(0))  # tiny: d_model 64, warmup 100, scale 2; Eq. 3 at step_num 1
+    lr_1 = float(NoamSchedule(32, 100, 2.0)(0))  # the worker's model: d_model 32, warmup 100, scale 2; at step_num 1
     assert adam["updates"] == 1
     assert adam["max_update"] == pytest.approx(lr_1, rel=1e-3)  # Adam's first step moves weights by ~lr
     assert adam["relative_update_diff"] < 1e-2, adam  # Adam amplifies float noise where the gradient is ~0

@@ -1,6 +1,5 @@
 """Training loop: resume state, TensorBoard scalars, stopping at a step count or a time cap (synthetic data)."""
 
-import dataclasses
 import glob
 import json
 import os
@@ -13,12 +12,12 @@ from keras_transformer import training
 from keras_transformer.checkpoints import CheckpointState
 from keras_transformer.workdir import WorkDir
 
-from tests.synthetic import as_dataset, copy_batches
+from tests.synthetic import as_dataset, copy_batches, small_recipe
 
 
 def _recipe(tiny_recipe, **train):
-    train = dict(dict(train_steps=6, checkpoint_every=3, keep_checkpoints=2, eval_batches=2), **train)
-    return dataclasses.replace(tiny_recipe, train=dataclasses.replace(tiny_recipe.train, **train))
+    return small_recipe(tiny_recipe, **dict(dict(train_steps=6, checkpoint_every=3, keep_checkpoints=2,
+                                                 eval_batches=2), **train))
 
 
 def _datasets():

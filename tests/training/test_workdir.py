@@ -1,6 +1,5 @@
 """A work directory's life: resume continues the data stream, best checkpoints, early stopping, refusals."""
 
-import dataclasses
 import json
 import types
 
@@ -9,13 +8,11 @@ import pytest
 
 from keras_transformer import checkpoints, training
 from keras_transformer.callbacks import KeepBest
-from tests.synthetic import as_dataset, copy_batches
+from tests.synthetic import as_dataset, copy_batches, small_recipe
 
 
 def _recipe(tiny_recipe, **train):
-    train = dict(dict(train_steps=4, checkpoint_every=2, eval_batches=2), **train)
-    return dataclasses.replace(tiny_recipe, model=dataclasses.replace(tiny_recipe.model, dropout=0.0),
-                               train=dataclasses.replace(tiny_recipe.train, **train))
+    return small_recipe(tiny_recipe, **dict(dict(train_steps=4, checkpoint_every=2, eval_batches=2), **train))
 
 
 def _datasets():
