@@ -23,17 +23,10 @@ import os
 import numpy as np
 import pytest
 
-# pytest-xdist's workers share the cores: each worker, and every program its tests start (they inherit the
-# environment), runs an op on cores / workers threads, so that TensorFlow's thread pools do not oversubscribe the
-# CPU (a run of the whole suite on 2 cores spent much of its time in contention). Before TensorFlow is imported.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS",
-                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
-
-import keras_transformer  # noqa: E402, F401  (selects the TF backend, silences start-up logs)
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # noqa: E402
-from keras_transformer.config import ModelConfig  # noqa: E402
-from keras_transformer.tf_setup import init_devices  # noqa: E402
+import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.config import ModelConfig
+from keras_transformer.tf_setup import init_devices
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
