@@ -28,8 +28,6 @@ def as_dataset(batches, repeat=True):
     return ds.repeat() if repeat else ds
 
 
-
-
 def small_recipe(recipe, dropout=0.0, **train):
     """``recipe`` with a 1+1-layer model of d_model 32 (d_ff 64, 2 heads) and ``dropout``, ``train`` replacing fields
     of its training config.

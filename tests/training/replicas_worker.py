@@ -12,7 +12,6 @@ from keras_transformer.tf_setup import init_devices
 
 init_devices(cpu_devices=2)
 
-
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
