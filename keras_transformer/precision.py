@@ -5,7 +5,8 @@ variables) is a speed choice, and it pays only where matrices multiply in bfloat
 GPU of compute capability 8.0 or more, a CPU with AMX or AVX512_BF16. Elsewhere every operand is
 converted and the product still runs in float32, so the whole step is slower than float32
 (``bench/bench_train.py``, multi30k, target tokens/s of mixed_bfloat16 against float32: 5,634 against
-3,472 on a 2-core AVX-512 + AMX VM, 1,401 against 1,705 on a 2-core AVX2-only AMD EPYC). A recipe's
+3,472 on a 2-core AVX-512 + AMX VM, 4,610 against 3,065 on a 2-core AMD EPYC with AVX512_BF16 and no AMX,
+1,401 against 1,705 on a 2-core AVX2-only AMD EPYC). A recipe's
 ``mixed_precision`` asks for bfloat16; :func:`training_policy` grants it where it helps and says so
 where it does not.
 """
