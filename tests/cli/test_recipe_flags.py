@@ -59,7 +59,7 @@ def test_every_data_flag_sets_its_field():
 
 def test_model_and_training_flags_set_their_fields():
     r = _resolve(["--recipe=tiny", "--d_model=128", "--d_ff=512", "--num_heads=8", "--num_layers=3", "--dropout=0.2",
-                  "--attention_dropout=0.15", "--relu_dropout=0.05",
+                  "--attention_dropout=0.15", "--relu_dropout=0.05", "--norm=pre",
                   "--train_steps=7", "--max_train_minutes=1.5", "--warmup_steps=9", "--learning_rate_scale=0.5",
                   "--label_smoothing=0.2", "--gradient_accumulation_steps=0", "--checkpoint_every=3",
                   "--keep_checkpoints=4", "--bleu_samples=10", "--keep_best_by=val_bleu", "--keep_best=2",
@@ -68,7 +68,7 @@ def test_model_and_training_flags_set_their_fields():
     tiny = recipes.get("tiny")
     assert r.model == dataclasses.replace(tiny.model, d_model=128, d_ff=512, num_heads=8, num_encoder_layers=3,
                                           num_decoder_layers=3, dropout=0.2,
-                                          attention_dropout=0.15, relu_dropout=0.05)
+                                          attention_dropout=0.15, relu_dropout=0.05, norm="pre")
     assert r.train == dataclasses.replace(
         tiny.train, train_steps=7, max_train_minutes=1.5, warmup_steps=9, learning_rate_scale=0.5,
         label_smoothing=0.2, gradient_accumulation_steps=0, checkpoint_every=3, keep_checkpoints=4, bleu_samples=10,
@@ -105,6 +105,7 @@ def test_kt_data_report_takes_the_data_flags_only():
     (["--num_layers=0"], "error: --num_layers: must be positive"),
     (["--num_heads=5"], "error: --num_heads: d_model=64 is not divisible by num_heads=5"),
     (["--dropout=1.5"], "error: --dropout: must be in [0, 1)"),
+    (["--norm=sandwich"], "error: --norm: must be 'post' or 'pre', got 'sandwich'"),
     (["--train_steps=-5"], "error: --train_steps: must be positive"),
     (["--gradient_accumulation_steps=-1"], "error: --gradient_accumulation_steps: must be >= 0"),
     (["--keep_best_by=bleu"], "error: --keep_best_by: must be val_loss or val_bleu, got 'bleu'"),
