@@ -25,8 +25,9 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
                          the same directories served by keras_transformer.engines.ctranslate2_translate, which
                          makes CTranslate2 decode as ours (GNMT penalty, per-sentence maximum length) by running
                          every sentence to its maximum length and rescoring
-    hf                   transformers MarianMTModel.generate on the mapped weights (bench/marian.py says what
-                         differs: length penalty log P / |Y|^α against our GNMT one, per-batch maximum length)
+    hf                   transformers generate (MarianMTModel; M2M100 for a pre-LN model) on the mapped weights
+                         (bench/marian.py says what differs: length penalty log P / |Y|^α against our GNMT one,
+                         per-batch maximum length)
     hf_gnmt              the same with our length penalty swapped into generate's beam search (not by default)
 
 Each system runs in a worker process of its own (bench/engines.py) with --threads intra-op threads and
@@ -90,7 +91,7 @@ LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (engines.ctranslate2_translate)",
           "kt_ctranslate2_int8": "CTranslate2 int8 (engines.ctranslate2_translate)",
-          "hf": "HF MarianMTModel.generate", "hf_gnmt": "HF generate, GNMT length penalty"}
+          "hf": "HF generate", "hf_gnmt": "HF generate, GNMT length penalty"}
 
 
 def baselines():

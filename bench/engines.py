@@ -6,8 +6,9 @@ Kinds (strings in -> strings out; each times its own tokenization and detokeniza
 
     saved_model   tf.saved_model.load + ``serving_default`` (tokenizes and detokenizes in the graph, §6.1 defaults
                   baked in); TensorFlow intra-op --threads, inter-op --inter_threads
-    hf, hf_gnmt   transformers ``MarianMTModel.generate`` on the mapped weights (bench/marian.py); hf_gnmt swaps
-                  in our length penalty; torch.set_num_threads(--threads), set_num_interop_threads(--inter_threads)
+    hf, hf_gnmt   transformers ``generate`` of MarianMTModel (post-LN) or M2M100 (pre-LN) on the mapped weights
+                  (bench/marian.py); hf_gnmt swaps in our length penalty; torch.set_num_threads(--threads),
+                  set_num_interop_threads(--inter_threads)
     ctranslate2   ``ctranslate2.Translator(dir, "cpu", intra_threads=--threads, inter_threads=--inter_threads)``
                   and ``translate_batch`` (with --inter_threads P > 1: max_batch_size ceil(B / P), the P parts
                   decoded at once)

@@ -1,5 +1,6 @@
-"""bench/marian.py: our weights in a Hugging Face MarianMTModel give our logits, and generate with our length
-penalty gives our beam search's output. Skipped without torch and transformers (bench-only packages)."""
+"""bench/marian.py: our weights in a Hugging Face MarianMTModel (post-LN) or M2M100 model (pre-LN) give our
+logits, and generate with our length penalty gives our beam search's output. Skipped without torch and
+transformers (bench-only packages)."""
 
 import dataclasses
 import os
@@ -33,17 +34,17 @@ def _batch(rng, rows, length, vocab):
     return ids
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
+@pytest.fixture(scope="module", params=["post", "pre"])
+def models(request, tmp_path_factory):
     import keras
 
     keras.utils.set_random_seed(7)
-    model = build_model(CONFIG)
+    model = build_model(dataclasses.replace(CONFIG, norm=request.param))
     rng = np.random.default_rng(0)
     for weight in model.weights:  # random LayerNorm gains and biases too, so a mis-mapped one shows
-        if "layer_norm" in weight.path or weight.path.endswith("bias"):
+        if "norm" in weight.path or weight.path.endswith("bias"):
             weight.assign(weight.numpy() + rng.normal(0.0, 0.3, weight.shape).astype(np.float32))
-    directory = tmp_path_factory.mktemp("marian")
+    directory = tmp_path_factory.mktemp(f"hf_{request.param}")
     marian.save(marian.from_keras(model), directory)
     return model, directory
 
@@ -62,11 +63,16 @@ def test_saved_and_loaded_marian_gives_our_logits(models):
     ours = model((source, target_in), training=False).numpy()  # [B, T, V]
     real = target_in != PAD_ID  # [B, T]: positions after the target's end are padding (ours masks them as keys)
     hf = marian.load(directory)
+    assert type(hf).__name__ == {"post": "MarianMTModel", "pre": "M2M100ForConditionalGeneration"}[model.config.norm]
     np.testing.assert_allclose(_hf_logits(hf, source, target_in)[real], ours[real], atol=1e-4, rtol=0)
     assert all(m.eps == CONFIG.layer_norm_epsilon for m in hf.modules() if isinstance(m, torch.nn.LayerNorm))
-    # What load() restores matters: Marian's own position table (sines, then cosines) moves the logits.
+    # What load() restores matters: HF's own position table (sines, then cosines) moves the logits.
+    embed = hf.model.decoder.embed_positions
     with torch.no_grad():
-        hf.model.decoder.embed_positions.weight.copy_(hf.model.decoder.embed_positions.create_weight())
+        if model.config.norm == "post":
+            embed.weight.copy_(embed.create_weight())
+        else:
+            embed.make_weights(embed.weights.shape[0], CONFIG.d_model, embed.padding_idx)
     assert np.abs(_hf_logits(hf, source, target_in)[real] - ours[real]).max() > 1e-2
 
 
@@ -95,8 +101,9 @@ def test_generate_with_our_length_penalty_finds_our_beams(shipped):
         assert outputs[1] != ours  # HF's own log P / |Y|^α picks another hypothesis for these sentences
 
 
-def test_marian_config_refuses_what_marian_cannot_hold():
-    with pytest.raises(ValueError, match="norm"):
-        marian.marian_config(dataclasses.replace(CONFIG, norm="pre"))
+def test_hf_config_takes_the_layer_norm_placement_and_refuses_what_hf_cannot_hold():
+    assert type(marian.hf_config(CONFIG)).__name__ == "MarianConfig"
+    pre = marian.hf_config(dataclasses.replace(CONFIG, norm="pre"))
+    assert type(pre).__name__ == "M2M100Config" and (pre.encoder_layerdrop, pre.decoder_layerdrop) == (0.0, 0.0)
     with pytest.raises(ValueError, match="d_k"):
-        marian.marian_config(dataclasses.replace(CONFIG, d_k=16))
+        marian.hf_config(dataclasses.replace(CONFIG, d_k=16))
