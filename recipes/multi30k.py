@@ -47,12 +47,16 @@ RECIPE = Recipe(
 
 # The README's first command: the same model and batches, tuned on val to be a good translator after 15 minutes of
 # training (the README's recipe search, val BLEU of the last 3 checkpoints averaged): dropout 0.1 (32.1 against 21.2
-# for 0.3 with 4,096-token batches; 35.3 with 2,048-token batches), checkpoints every 200 steps, the last 3 averaged.
+# for 0.3 with 4,096-token batches; 35.3 with 2,048-token batches), pre-LN (37.13 against 35.60 for the paper's
+# post-LN: it learns faster per step, val perplexity 10.0 against 15.2 at step 1,000), checkpoints every 200 steps,
+# the last 3 averaged.
 DEMO = dataclasses.replace(
     RECIPE,
     name="multi30k_demo",
     description="Multi30k En-De in 15 minutes of training on a 2-core CPU (the README's first command)",
-    model=dataclasses.replace(RECIPE.model, dropout=0.1),  # regularisation a 2-hour run needs; 15 minutes never overfit
+    # Less dropout: regularisation a 2-hour run needs, 15 minutes never overfit. Pre-LN: over two hours it reaches
+    # the post-LN optimum in half the steps but no better one (the recipe keeps post-LN); in 15 minutes speed is all.
+    model=dataclasses.replace(RECIPE.model, dropout=0.1, norm="pre"),
     train=dataclasses.replace(
         RECIPE.train,
         train_steps=4000,  # an upper bound: the 15-minute budget stops it first on 2 cores (~2,000 steps)
