@@ -1,7 +1,7 @@
 """kt-pipeline: train a recipe, average its last checkpoints, evaluate, export and translate samples.
 
-    kt-pipeline --recipe=multi30k --train_steps=400 --warmup_steps=400 --workdir=runs/demo
-                --export_dir=saved_models/demo
+    kt-pipeline --recipe=multi30k_demo --workdir=runs/demo --export_dir=saved_models/demo    # README command 1
+    kt-pipeline --recipe=multi30k --workdir=runs/multi30k --export_dir=saved_models/multi30k_en_de   # the shipped one
     kt-pipeline --recipe=base --train_prefix=data/train --eval_prefix=data/dev --test_prefix=data/test
                 --source_lang=en --target_lang=de --vocab_size=32000 --workdir=runs/mine --export_dir=saved_models/mine
 
