@@ -12,7 +12,8 @@ from keras_transformer.evaluation import read_text  # noqa: E402
 
 def test_lower_cases_and_splits_punctuation_but_not_hyphens():
     line = "Ein Boston Terrier läuft über saftig-grünes Gras vor einem weißen Zaun."
-    assert baseline_bleu.moses_lowercase([line]) == ["ein boston terrier läuft über saftig-grünes gras vor einem weißen zaun ."]
+    expected = "ein boston terrier läuft über saftig-grünes gras vor einem weißen zaun ."
+    assert baseline_bleu.moses_lowercase([line]) == [expected]
 
 
 def test_case_and_tokenization_do_not_count():
