@@ -17,6 +17,7 @@ import sacrebleu
 from absl import app, flags
 from sacremoses import MosesTokenizer
 
+from keras_transformer.config import DataConfig
 from keras_transformer.data import corpora
 from keras_transformer.evaluation import TOKENIZED_BLEU, read_text
 
@@ -40,8 +41,7 @@ def baseline_bleu(hypotheses, references, lang="de"):
 
 def main(argv):
     del argv
-    reference = FLAGS.reference or str(corpora.resolve_data_dir(None) / corpora.MULTI30K_DIR /
-                                       "test_2016_flickr.de.gz")
+    reference = FLAGS.reference or corpora.split_files(DataConfig(), "test_2016_flickr", corpora.resolve_data_dir())[1]
     hypotheses, references = read_text(FLAGS.hypotheses), read_text(reference)
     if len(hypotheses) != len(references):
         raise app.UsageError(f"--hypotheses: {len(hypotheses)} lines, {reference}: {len(references)}")
