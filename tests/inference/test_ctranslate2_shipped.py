@@ -1,7 +1,8 @@
 """The shipped model as CTranslate2 (float32 and int8) against its SavedModel on 200 test_2016_flickr sentences.
 
-float32 translates at least 95% of them identically (measured: all 200, scores within 1e-4); int8's BLEU
-is within 0.5 of float32's (measured: 37.64 against 37.22). About 45 s on 2 CPU cores, most of it the
+float32 translates at least 95% of them identically, scores within 0.1% (measured on the d_model-128 model:
+all 200 identical, scores within 2e-6 at the median and 5.5e-4 relative at most, 2.5e-3 on one 5-word
+sentence; 1e-4 at most on the d_model-256 model shipped before it); int8's BLEU is within 0.5 of float32's. About 45 s on 2 CPU cores, most of it the
 SavedModel's own beam search.
 """
 
@@ -46,7 +47,7 @@ def test_float32_translates_as_the_saved_model_and_int8_keeps_its_bleu(test_set,
     got, scores = inference.translate_lines(inference.load_translator(float32), sources)
     same = [a == b for a, b in zip(got, expected)]
     assert sum(same) >= 0.95 * SENTENCES, f"{sum(same)} of {SENTENCES} identical"
-    np.testing.assert_allclose(scores[same], expected_scores[same], atol=1e-4)
+    np.testing.assert_allclose(scores[same], expected_scores[same], rtol=1e-3, atol=1e-4)
 
     quantized, _ = inference.translate_lines(inference.load_translator(int8), sources)
     bleu32, bleu8 = (evaluation.score(h, references)["bleu"] for h in (got, quantized))
