@@ -2,8 +2,8 @@
 
 float32 translates at least 95% of them identically, scores within 0.1% (measured on the d_model-128 model:
 all 200 identical, scores within 2e-6 at the median and 5.5e-4 relative at most, 2.5e-3 on one 5-word
-sentence; 1e-4 at most on the d_model-256 model shipped before it); int8's BLEU is within 0.5 of float32's. About 45 s on 2 CPU cores, most of it the
-SavedModel's own beam search.
+sentence; 1e-4 at most on the d_model-256 model shipped before it); int8's BLEU is within 0.5 of float32's.
+About 45 s on 2 CPU cores, most of it the SavedModel's own beam search.
 """
 
 import os
