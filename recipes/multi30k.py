@@ -53,7 +53,8 @@ D256 = Recipe(
 
 # The shipped model: fairseq transformer_tiny's shape and optimisation (peak learning rate 5e-3 after 2,000 warmup
 # steps, dropout 0.3 and none on the attention weights, 4,096-token batches) with pre-LN layers. With the paper's
-# post-LN the same 4+4 layers stalled at val perplexity 16.4 (README); pre-LN trains them.
+# post-LN the same 4+4 layers stalled at val perplexity 16.4 (README); pre-LN trains them: val perplexity 4.80 and val
+# BLEU 41.37 (best 5 averaged) after 110 minutes, against 5.53 and 40.15 for multi30k_d256.
 RECIPE = dataclasses.replace(
     D256,
     name="multi30k",
