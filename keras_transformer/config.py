@@ -195,11 +195,18 @@ class DecodeConfig:
     alpha: float = 0.6  # length penalty ((5+|Y|)/6)^α (Wu et al., 2016)
     extra_length: int = 50
     average_checkpoints: int = 5
+    # §6.1 chose beam size and α "after experimentation on the development set": kt-pipeline decodes the eval split
+    # with each α here after training and keeps the best by cased BLEU (ties: the first) for the test set and the
+    # export; empty -> ``alpha`` as given.
+    alpha_grid: Tuple[float, ...] = ()
 
     def __post_init__(self):
         for name in DECODE_OPTIONS:
             problem = decode_option_error(name, getattr(self, name))
             _require(problem is None, name, problem or "")
+        for alpha in self.alpha_grid:
+            problem = decode_option_error("alpha", alpha)
+            _require(problem is None, "alpha_grid", problem or "")
         _require(self.average_checkpoints >= 1, "average_checkpoints", "must be >= 1")
 
 
@@ -256,6 +263,9 @@ class Recipe:
         data = dict(d["data"])
         if data.get("bucket_boundaries") is not None:
             data["bucket_boundaries"] = tuple(data["bucket_boundaries"])
+        decode = dict(d["decode"])
+        if "alpha_grid" in decode:
+            decode["alpha_grid"] = tuple(decode["alpha_grid"])
 
         def build(config_cls, values):
             known = {f.name for f in dataclasses.fields(config_cls)}
@@ -266,7 +276,7 @@ class Recipe:
             model=build(ModelConfig, d["model"]),
             data=build(DataConfig, data),
             train=build(TrainConfig, d["train"]),
-            decode=build(DecodeConfig, d["decode"]),
+            decode=build(DecodeConfig, decode),
             description=d.get("description", ""),
         )
 

@@ -7,14 +7,15 @@ TF Serving loads. Each stage is the same library call its own entry point makes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from keras_transformer import checkpoints, evaluation, export, inference, training
-from keras_transformer.config import Recipe
+from keras_transformer.config import DecodeConfig, Recipe
 from keras_transformer.data import corpora
 
 SAMPLE_SENTENCES = (
@@ -64,18 +65,19 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
                                   command=command)
     data_dir = str(corpora.resolve_data_dir(data_dir))
     averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
+    translator = inference.load_translator(workdir, "averaged", data_dir)
+    decode, alpha_scores = choose_alpha(recipe, translator, data_dir, log)
 
-    source_file, reference_file = corpora.split_files(recipe.data, recipe.data.test_split, Path(data_dir))
-    sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
+    sources, references = read_split(recipe, recipe.data.test_split, data_dir)
     if eval_sentences:
         sources, references = sources[:eval_sentences], references[:eval_sentences]
-    translator = inference.load_translator(workdir, "averaged", data_dir)
     start = time.time()
-    hypotheses, _ = inference.translate_lines(translator, sources)
+    hypotheses, _ = inference.translate_lines(translator, sources, alpha=decode.alpha)
     decode_seconds = time.time() - start
     cased = evaluation.score(hypotheses, references)
     tokenized = evaluation.score(hypotheses, references, lowercase_tokenized=True)
-    log(f"[3/5] {recipe.data.test_split} ({len(sources)} sentences, {decode_seconds:.0f} s): "
+    log(f"[3/5] {recipe.data.test_split} ({len(sources)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
+        f"{decode_seconds:.0f} s): "
         f"BLEU {cased['bleu']:.2f}  chrF {cased['chrf']:.2f}  ({cased['signature']}); "
         f"tokenized lower-cased BLEU {tokenized['bleu']:.2f}")
     for shipped in shipped_results(recipe, export_dir):
@@ -83,7 +85,7 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
             f"{shipped['train_seconds'] / 60:.0f} min of training): BLEU {shipped['bleu']:.2f}  "
             f"chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
 
-    export_averaged(workdir, averaged, export_dir, data_dir, log)
+    export_averaged(workdir, averaged, export_dir, data_dir, log, decode)
 
     served = inference.load_translator(export_dir)
     translations, _ = inference.translate_lines(served, list(samples))
@@ -100,10 +102,38 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
         "chrf_signature": cased["chrf_signature"],
         "bleu_tokenized_lowercase": round(tokenized["bleu"], 2),
         "signature_tokenized_lowercase": tokenized["signature"],
-        "decode": {"beam_size": recipe.decode.beam_size, "alpha": recipe.decode.alpha,
-                   "extra_length": recipe.decode.extra_length},
+        "decode": {"beam_size": decode.beam_size, "alpha": decode.alpha, "extra_length": decode.extra_length,
+                   **({"alpha_val_bleu": alpha_scores} if alpha_scores else {})},
         "samples": dict(zip(samples, translations)),
     })
+
+
+def read_split(recipe: Recipe, split: str, data_dir: str) -> Tuple[List[str], List[str]]:
+    """The source and reference lines of one of the recipe's splits."""
+    source_file, reference_file = corpora.split_files(recipe.data, split, Path(data_dir))
+    sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
+    return sources, references
+
+
+def choose_alpha(recipe: Recipe, translator, data_dir: str, log=print) -> Tuple[DecodeConfig, Dict[str, float]]:
+    """The decoding settings for the test set and the export: with ``recipe.decode.alpha_grid``, the α whose
+    translations of the eval split score the best cased BLEU (§6.1: chosen on the development set; ties: the
+    first); the test set is never decoded to choose it.
+
+    Returns those settings and the eval split's BLEU for each α tried ({} without a grid).
+    """
+    grid = recipe.decode.alpha_grid
+    if not grid:
+        return recipe.decode, {}
+    sources, references = read_split(recipe, recipe.data.eval_split, data_dir)
+    bleu = {}
+    for alpha in grid:
+        hypotheses, _ = inference.translate_lines(translator, sources, alpha=alpha)
+        bleu[alpha] = evaluation.score(hypotheses, references)["bleu"]
+    best = max(grid, key=bleu.get)  # max keeps the first of equal scores
+    scores = "  ".join(f"α {alpha:g}: {score:.2f}" for alpha, score in bleu.items())
+    log(f"      {recipe.data.eval_split} BLEU by length penalty α: {scores}; decoding with α {best:g}")
+    return dataclasses.replace(recipe.decode, alpha=best), {f"{alpha:g}": round(s, 2) for alpha, s in bleu.items()}
 
 
 def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str, log=print) -> Tuple[str, dict]:
@@ -130,9 +160,13 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
                       "averaged_steps": averaged_steps}
 
 
-def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print) -> None:
-    """Stage 4 of every task's pipeline: the averaged checkpoint as a SavedModel (the task's module)."""
+def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str, log=print,
+                    decode: Optional[DecodeConfig] = None) -> None:
+    """Stage 4 of every task's pipeline: the averaged checkpoint as a SavedModel (the task's module), whose
+    default decoding settings are ``decode`` (None: the recipe's)."""
     model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
+    if decode is not None:
+        loaded_recipe = dataclasses.replace(loaded_recipe, decode=decode)
     named = os.path.join(workdir, os.path.relpath(averaged, os.path.abspath(workdir)))  # under --workdir as given
     export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": named})
     log(f"[4/5] exported the SavedModel to {export_dir}")

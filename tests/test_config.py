@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 import recipes
-from keras_transformer.config import DataConfig, ModelConfig, Recipe, TrainConfig
+from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Recipe, TrainConfig
 
 
 @pytest.mark.parametrize("cls,field,value", [
@@ -17,6 +17,8 @@ from keras_transformer.config import DataConfig, ModelConfig, Recipe, TrainConfi
     (TrainConfig, "train_steps", -1),
     (TrainConfig, "max_train_minutes", -5.0),
     (TrainConfig, "label_smoothing", 1.0),
+    (DecodeConfig, "alpha_grid", (0.6, -1.0)),
+    (DecodeConfig, "alpha_grid", (float("nan"),)),
 ])
 def test_invalid_values_name_the_field(cls, field, value):
     with pytest.raises(ValueError, match=field):

@@ -68,3 +68,30 @@ def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeyp
     assert lines[0].startswith("[1/5] trained multi30k_demo to step 470 in ")
     assert lines[0].endswith(" s (float32; its 15-minute budget (--max_train_minutes) stopped it)")
     assert trained["policy"] == "float32" and trained["stopped_by_time"] and trained["step"] == 470
+
+
+def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):
+    import dataclasses
+
+    import recipes
+    from keras_transformer import inference, job
+
+    references = ["Ein Hund läuft am Strand entlang .", "Zwei Männer spielen Fußball im Park ."]
+    # α 1.0 gives the references back, α 0.6 and 1.2 a worse (equal) translation: 1.0 wins, ties keep the first.
+    outputs = {0.6: ["Ein Hund läuft ."] * 2, 1.0: references, 1.2: ["Ein Hund läuft ."] * 2}
+    splits = []
+    monkeypatch.setattr(job, "read_split", lambda recipe, split, data_dir: splits.append(split) or (
+        ["a", "b"], references))
+    monkeypatch.setattr(inference, "translate_lines", lambda translator, lines, alpha: (outputs[alpha], None))
+    recipe = recipes.get("multi30k")
+    grid = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, alpha_grid=(0.6, 1.0, 1.2)))
+    lines = []
+    decode, bleu = job.choose_alpha(grid, None, "data", lines.append)
+    assert splits == ["val"] and decode == dataclasses.replace(grid.decode, alpha=1.0)
+    assert bleu["1"] == 100.0 and bleu["0.6"] == bleu["1.2"] < 100.0
+    assert lines[0].endswith("; decoding with α 1")
+
+    outputs[1.0] = outputs[0.6]  # all equal: the first
+    assert job.choose_alpha(grid, None, "data", lines.append)[0].alpha == 0.6
+    no_grid = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, alpha_grid=()))
+    assert job.choose_alpha(no_grid, None, "data") == (no_grid.decode, {})
