@@ -40,7 +40,14 @@ def test_shipped_model_is_small_and_records_what_reproduces_it(metadata):
     assert metadata["train_seconds"] <= 2 * 3600
     assert metadata["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|")
     assert metadata["bleu"] >= 38.0
-    assert metadata["decode"] == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+    decode = metadata["decode"]
+    assert (decode["beam_size"], decode["extra_length"]) == (4, 50)
+    # α was chosen on val (§6.1): the best of the recipe's grid, and the export's default.
+    val_bleu = decode["alpha_val_bleu"]
+    assert [float(alpha) for alpha in val_bleu] == list(recipes.get("multi30k").decode.alpha_grid)
+    assert val_bleu[f"{decode['alpha']:g}"] == max(val_bleu.values())
+    with open(os.path.join(SHIPPED, "assets", "export.json"), encoding="utf-8") as f:
+        assert json.load(f)["decode"]["alpha"] == decode["alpha"]
 
 
 def test_translates_held_sentences_sensibly():

@@ -137,8 +137,10 @@ def test_kt_score_of_kt_translate_nbest_gives_back_its_scores(tmp_path):
     columns = [line.split("\t") for line in scored.stdout.splitlines()]
     assert len(columns) == len(entries) and all(len(c) == 3 for c in columns)
     np.testing.assert_allclose([float(c[2]) for c in columns], [float(s) for _, _, s in entries], atol=1e-4)
+    with open(os.path.join(SHIPPED, "metadata.json"), encoding="utf-8") as f:
+        alpha = json.load(f)["decode"]["alpha"]  # the export's default, which both commands decoded with
     for log_prob, tokens, score in columns:  # the third column is the first over lp(the second)
-        assert float(score) == pytest.approx(float(log_prob) / ((5 + int(tokens)) / 6) ** 0.6, abs=2e-6)
+        assert float(score) == pytest.approx(float(log_prob) / ((5 + int(tokens)) / 6) ** alpha, abs=2e-6)
     assert f"scored {len(entries)} pairs" in scored.stderr
 
 
