@@ -14,6 +14,16 @@ import numbers
 from typing import Any, Optional, Tuple
 
 
+# The paper's two tasks (``tasks/``) and the corpora each reads (``DataConfig.corpus``): a recipe names its task;
+# one written before recipes named it gets the task of its corpus.
+TASK_CORPORA = {
+    "translation": ("multi30k", "wmt14", "wmt_t2t", "text"),  # §6.1-6.2
+    "parsing": ("ptb",),  # English constituency parsing, §6.3
+}
+CORPORA = tuple(c for corpora in TASK_CORPORA.values() for c in corpora)
+# Fields that only one task reads ("treebank") or requires as given ("shared_vocabulary": one vocabulary).
+TASK_FIELDS = {"parsing": ("treebank", "shared_vocabulary")}
+
 # The tf.distribute strategies ``training.make_strategy`` builds (``--strategy``); the first is the default.
 STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
 
@@ -88,7 +98,7 @@ class ModelConfig:
 class DataConfig:
     """Corpora, tokenizer and batching (§5.1)."""
 
-    corpus: str = "multi30k"  # "multi30k", "wmt14", "wmt_t2t", "text" (local files), or "ptb" (parsing, §6.3)
+    corpus: str = "multi30k"  # translation: "multi30k", "wmt14", "wmt_t2t", "text" (local files); parsing: "ptb"
     source_lang: str = "en"
     target_lang: str = "de"
     train_split: str = "train"
@@ -113,17 +123,12 @@ class DataConfig:
     # BPE-dropout (Provilkov et al., 2020; not in the paper): training pairs are segmented anew at every pass, each
     # BPE merge skipped with this probability; validation, test and decoding keep the one deterministic segmentation.
     bpe_dropout: float = 0.0
-    # corpus="ptb": a directory of .mrg trees or a zip of them, relative paths in the data directory;
-    # None -> the WSJ sample ptb-wsj-sample/treebank.zip (data/treebank.py)
+    # The parsing task's treebank: a directory of .mrg trees or a zip of them, relative paths in the data
+    # directory; None -> the WSJ sample ptb-wsj-sample/treebank.zip (tasks/parsing/treebank.py)
     treebank: Optional[str] = None
 
     def __post_init__(self):
-        _require(
-            self.corpus in ("multi30k", "wmt14", "wmt_t2t", "text", "ptb"),
-            "corpus",
-            f"unknown corpus {self.corpus!r}; expected multi30k, wmt14, wmt_t2t, text or ptb",
-        )
-        _require(self.treebank is None or self.corpus == "ptb", "treebank", "applies to corpus ptb only")
+        _require(self.corpus in CORPORA, "corpus", f"unknown corpus {self.corpus!r}; expected {', '.join(CORPORA)}")
         _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
         _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
         _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")
@@ -245,11 +250,19 @@ class Recipe:
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
     description: str = ""
+    task: str = ""  # "translation" or "parsing" (TASK_CORPORA); "" -> the task of data.corpus
 
     def __post_init__(self):
         _require(bool(self.name), "name", "must be non-empty")
-        _require(self.model.shared_vocabulary or self.data.corpus != "ptb", "shared_vocabulary",
-                 "a parser (corpus ptb) reads sentences and writes trees with one vocabulary; it cannot be False")
+        if not self.task:
+            object.__setattr__(self, "task", next(t for t, cs in TASK_CORPORA.items() if self.data.corpus in cs))
+        _require(self.task in TASK_CORPORA, "task", f"unknown task {self.task!r}; expected {', '.join(TASK_CORPORA)}")
+        _require(self.data.corpus in TASK_CORPORA[self.task], "corpus",
+                 f"the {self.task} task reads {', '.join(TASK_CORPORA[self.task])}, not {self.data.corpus!r}")
+        _require(self.data.treebank is None or "treebank" in TASK_FIELDS.get(self.task, ()), "treebank",
+                 f"applies to the parsing task only, not {self.task}")
+        _require(self.model.shared_vocabulary or "shared_vocabulary" not in TASK_FIELDS.get(self.task, ()),
+                 "shared_vocabulary", f"the {self.task} task reads and writes with one vocabulary; it cannot be False")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -278,6 +291,7 @@ class Recipe:
             train=build(TrainConfig, d["train"]),
             decode=build(DecodeConfig, decode),
             description=d.get("description", ""),
+            task=d.get("task", ""),  # recipes written before tasks were named: the task of their corpus
         )
 
 

@@ -47,3 +47,8 @@ def paper_adam(d_model, train_config, **kwargs) -> keras.optimizers.Adam:
         epsilon=t.adam_epsilon,
         **kwargs,
     )
+
+
+def optimizer_step(optimizer) -> int:
+    """Parameter updates done so far (``train_step.TransformerTrainer`` counts updates, not micro-batches)."""
+    return int(optimizer.iterations.numpy())

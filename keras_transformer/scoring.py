@@ -12,8 +12,8 @@ For a source X and a target Y = y_1 ... y_|Y| (subwords, then EOS):
 
 The conventions are the beam search's, so that a translation it found scores
 here as it scored there (``tests/inference/test_score.py`` checks it to 1e-4):
-the source is its subwords + EOS, cut by ``export.truncate_source`` to
-``export.max_source_length(recipe)``; the decoder reads BOS + y_1 ... y_|Y|-1
+the source is its subwords + EOS, cut by ``serving.checks.truncate_source`` to
+``serving.checks.max_source_length(recipe)``; the decoder reads BOS + y_1 ... y_|Y|-1
 in one teacher-forced pass; log-probabilities come from
 ``model_step.log_probs_from_logits`` (float32 log-softmax, PAD and BOS get
 NEG_INF, the rest not renormalised). Text is re-tokenized here, so a beam
@@ -38,7 +38,7 @@ from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import length_penalty
 from keras_transformer.decoding.model_step import compiled_for, log_probs_from_logits
-from keras_transformer.export import max_source_length, truncate_source
+from keras_transformer.serving.checks import max_source_length, truncate_source
 from keras_transformer.layers import masks
 
 TOKENIZE_CHUNK = 4096  # lines tokenized per call
@@ -79,7 +79,7 @@ def score_ids(model, source_ids, target_ids, alpha, source_limit):
     """(log P(Y|X) [B], |Y| [B] int32, log P / lp(|Y|) [B]) of id tensors; one ``tf.function`` per model.
 
     source_ids [B, S]: subwords, EOS, PAD (0) after; cut here to ``source_limit`` tokens by ``truncate_source``
-    (give ``export.max_source_length(recipe)``, as the translator does);
+    (give ``serving.checks.max_source_length(recipe)``, as the translator does);
     target_ids [B, T]: subwords, EOS, PAD after; T must not exceed ``model.config.max_length``.
     A target row of PAD only scores 0 with length 0.
     """

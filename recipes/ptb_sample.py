@@ -19,6 +19,7 @@ from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Reci
 
 RECIPE = Recipe(
     name="ptb_sample",
+    task="parsing",  # §6.3
     description="Constituency parsing (§6.3) on the WSJ sample, 4+4 layers, d_model 256, for a 2-core CPU",
     model=ModelConfig(
         vocab_size=4000,  # 3,669 sentences: 1.58 source pieces per word; every tree token is one piece anyway

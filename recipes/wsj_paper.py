@@ -28,6 +28,7 @@ from recipes import base
 RECIPE = dataclasses.replace(
     base.RECIPE,
     name="wsj_paper",
+    task="parsing",  # §6.3
     description="§6.3 WSJ-only constituency parser: 4 layers, d_model 1024 (Table 4: 91.3 F1)",
     model=ModelConfig(
         vocab_size=16000,  # ours: shared BPE over ~40K sentences and their trees (labels are single pieces)

@@ -168,7 +168,8 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
-        resolved = dataclasses.replace(recipe, model=model, data=data, train=train)  # checks across the configs
+        task = recipe.task if data.corpus == recipe.data.corpus else ""  # --corpus: the task of that corpus
+        resolved = dataclasses.replace(recipe, model=model, data=data, train=train, task=task)  # checks across all
     except ValueError as e:
         fail_with(e, flag_values)
     if data.corpus == "text":
@@ -244,34 +245,34 @@ def fail(message: str) -> None:
 
 def read_text_flag(flag: str):
     """The lines of the plain/.gz file named by --flag, or exit with one line naming the flag."""
-    from keras_transformer import evaluation
+    from keras_transformer.data import files
 
     path = getattr(FLAGS, flag)
     if not path:
         fail(f"--{flag}: required")
     try:
-        return evaluation.read_text(path)
+        return files.read_text(path)
     except (ValueError, FileNotFoundError) as e:
         fail(f"--{flag}: {e}")
 
 
 def check_output_flag(flag: str) -> None:
     """Exit naming --flag when its path cannot take output (stdout closed, a directory): checked before the work."""
-    from keras_transformer import inference
+    from keras_transformer.data import files
 
     path = getattr(FLAGS, flag)
     try:
         if path:
-            inference.check_output(path)
+            files.check_output(path)
     except ValueError as e:
         fail(f"--{flag}: {e}")
 
 
 def write_output_flag(flag: str, lines) -> None:
     """Write lines to the file (or '-': stdout) --flag names, whole or not at all, or exit naming the flag."""
-    from keras_transformer import inference
+    from keras_transformer.data import files
 
     try:
-        inference.write_lines(getattr(FLAGS, flag), lines)
+        files.write_lines(getattr(FLAGS, flag), lines)
     except (OSError, ValueError) as e:  # a full disk, a read-only directory, stdout closed
         fail(f"--{flag}: {describe_os_error(e) if isinstance(e, OSError) else e}")

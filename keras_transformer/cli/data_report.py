@@ -32,10 +32,11 @@ def main(argv):
     del argv
     recipe = common.resolve_recipe(FLAGS, needs_eval=False)
     workdir = FLAGS.workdir or f"runs/{recipe.name}"
+    from keras_transformer import tasks
     from keras_transformer.data.report import format_report, report
 
     try:
-        r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split, FLAGS.replicas)
+        r = report(recipe, workdir, FLAGS.data_dir, FLAGS.split, FLAGS.replicas, tasks.get(recipe).corpus)
     except (ValueError, FileNotFoundError) as e:
         common.fail_with(e)
     print(format_report(r))

@@ -56,29 +56,36 @@ def check_nbest(nbest: int, translator=None) -> None:
         common.fail(f"--nbest: must be <= the beam size K = {beam_size} ({source}), got {nbest}")
 
 
-def load_translator():
-    """The translator named by --model/--checkpoint, or exit with one line naming the problem."""
+def load_model(task: str = ""):
+    """The model named by --model/--checkpoint (``inference.load``: a SavedModel, a CTranslate2 directory or a
+    work directory, of either task), or exit with one line naming the problem. ``task``: the one task this tool
+    serves ("" for any)."""
     if not FLAGS.model:
         common.fail("--model: required (a SavedModel directory or a training work directory)")
     from keras_transformer import inference
 
     try:
-        return inference.load_translator(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+        loaded = inference.load(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
+    found = inference.task_of(loaded).name
+    if task and found != task:
+        tools = {"translation": "kt-translate and kt-evaluate", "parsing": "kt-parse and kt-evaluate-parser"}
+        common.fail(f"--model: {FLAGS.model} is a {found} model, not {task}; {tools[found]} serve it")
+    return loaded
 
 
-def translate(translator, lines):
-    """(translations, scores) of lines with the decoding flags."""
+def decode(loaded, lines):
+    """The task's ``Decoded`` outputs of lines (translations or trees) with the decoding flags."""
     from keras_transformer import inference
 
-    return inference.translate_lines(translator, lines, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
-                                     FLAGS.extra_length)
+    return inference.task_of(loaded).decode(loaded, lines, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                                            FLAGS.extra_length)
 
 
-def translate_nbest(translator, lines, nbest: int):
-    """``inference.NBest`` of lines (the ``nbest`` best hypotheses of each, best first) with the decoding flags."""
-    from keras_transformer import inference
+def translate_nbest(loaded, lines, nbest: int):
+    """``NBest`` of lines (the ``nbest`` best hypotheses of each, best first) with the decoding flags."""
+    from keras_transformer.tasks.translation import lines as translation_lines
 
-    return inference.translate_nbest(translator, lines, nbest, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
-                                     FLAGS.extra_length)
+    return translation_lines.translate_nbest(loaded, lines, nbest, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                                             FLAGS.extra_length)

@@ -6,7 +6,7 @@
 
 Default scores are on detokenized, cased text (sacrebleu's defaults, tok:13a).
 --tokenized_bleu gives the lower-cased, tokenized variant older papers report
-(tokenize=intl, lowercase; see keras_transformer.evaluation). With --json the
+(tokenize=intl, lowercase; see keras_transformer.tasks.translation.metric). With --json the
 last line is one JSON object with bleu, chrf and signature.
 """
 
@@ -55,7 +55,7 @@ def main(argv):
     decode_flags.check_decode_flags()
     if FLAGS.split:
         _split_files()
-    from keras_transformer import evaluation
+    from keras_transformer.tasks.translation import metric
 
     common.check_output_flag("hypotheses")
     references = common.read_text_flag("reference")
@@ -68,17 +68,17 @@ def main(argv):
         sources = common.read_text_flag("source")
         if len(sources) != len(references):
             common.fail(f"--reference: {len(references)} lines but --source has {len(sources)}")
-        translator = decode_flags.load_translator()
+        translator = decode_flags.load_model("translation")
         start = time.time()
-        hypotheses, _ = decode_flags.translate(translator, sources)
+        hypotheses = decode_flags.decode(translator, sources).outputs
         extra = dict(model=translator.description, seconds=round(time.time() - start, 2))
         if FLAGS.hypotheses:
             common.write_output_flag("hypotheses", hypotheses)
     try:
-        scores = evaluation.score(hypotheses, references, lowercase_tokenized=FLAGS.tokenized_bleu)
+        scores = metric.score(hypotheses, references, lowercase_tokenized=FLAGS.tokenized_bleu)
     except ValueError as e:
         common.fail(f"--{'hypothesis_file' if FLAGS.hypothesis_file else 'reference'}: {e}")
-    for line in evaluation.format_scores(scores):
+    for line in metric.format_scores(scores):
         print(line)
     if FLAGS.json:
         print(json.dumps(dict(scores, **extra), sort_keys=True))

@@ -8,7 +8,7 @@
 
 Scores are EVALB's with COLLINS.prm (labeled brackets; punctuation, empty
 elements and the outer bracket not scored; function tags stripped; ADVP =
-PRT), computed by PYEVALB (keras_transformer.parse_scoring). Also printed:
+PRT), computed by PYEVALB (keras_transformer.tasks.parsing.metric). Also printed:
 how many outputs needed repair to be a tree over the sentence's words (0
 with the constrained search). With --json the last line is one JSON object.
 """
@@ -38,7 +38,8 @@ FLAGS = flags.FLAGS
 
 
 def _gold_trees(parser):
-    from keras_transformer.data import corpora, treebank
+    from keras_transformer.data import corpora
+    from keras_transformer.tasks.parsing import treebank
 
     if FLAGS.trees:
         if FLAGS.split or FLAGS.treebank:
@@ -67,16 +68,16 @@ def main(argv):
     gold = _gold_trees(parser)[:FLAGS.max_sentences]
     if not gold:
         common.fail("--trees: no trees to score")
-    from keras_transformer import parse_scoring, parsing
+    from keras_transformer.tasks.parsing import metric, task
 
     try:
-        scores, parses = parsing.evaluate(parser, gold, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+        scores, parses = task.evaluate(parser, gold, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
                                           FLAGS.extra_length, FLAGS.constrained)
     except ValueError as e:
         common.fail(f"--{'trees' if FLAGS.trees else 'split'}: {e}")
     if FLAGS.hypotheses:
         common.write_output_flag("hypotheses", parses.trees)
-    print(parse_scoring.format_scores(scores))
+    print(metric.format_scores(scores))
     problems = ", ".join(f"{kind}: {n}" for kind, n in sorted(scores["repair_problems"].items()))
     print(f"repaired {scores['repaired']} of {len(parses.trees)} outputs"
           f"{f' ({problems})' if problems else ''}; {'constrained' if FLAGS.constrained else 'free'} beam search, "

@@ -8,7 +8,7 @@
 
 --model is a training work directory or an exported SavedModel. SavedModel
 signatures: serving_default, translate_with_options, translate_ids,
-translate_ids_with_options (see keras_transformer.export; --ids_only keeps the
+translate_ids_with_options (see keras_transformer.serving.writer; --ids_only keeps the
 last two, for servers without the tensorflow-text ops). --format=ctranslate2
 writes CTranslate2's model (keras_transformer.engines; needs the optional
 ctranslate2 package), which kt-translate and kt-evaluate serve like a SavedModel.
@@ -77,26 +77,25 @@ def _check_flags() -> None:
 def _source_info(model_arg: str, checkpoint: str) -> dict:
     """What the export was made from: the checkpoint and work directory, or the SavedModel (and its checkpoint),
     named as on the command line (relative paths stay relative: an export that is shipped names no machine)."""
-    import json
+    from keras_transformer.checkpoints import resolve_checkpoint
+    from keras_transformer.serving import loading
 
-    from keras_transformer import checkpoints, export, inference
-
-    if inference.is_saved_model(model_arg):
-        with open(os.path.join(model_arg, "assets", export.EXPORT_INFO)) as f:
-            saved = json.load(f)
+    if loading.is_saved_model(model_arg):
+        saved = loading.read_info(model_arg)
         return {"saved_model": model_arg,
                 **{k: saved[k] for k in ("checkpoint", "workdir") if k in saved}}
-    path = checkpoints.resolve_checkpoint(model_arg, checkpoint)
+    path = resolve_checkpoint(model_arg, checkpoint)
     return {"checkpoint": str(path), "workdir": model_arg}
 
 
 def main(argv):
     del argv
     _check_flags()
-    from keras_transformer import checkpoints, export
+    from keras_transformer import artifacts, tasks
+    from keras_transformer.serving import writer
 
     try:
-        model, recipe, tok = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+        model, recipe, tok = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
         info = _source_info(FLAGS.model, FLAGS.checkpoint)
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
@@ -108,8 +107,9 @@ def main(argv):
         what = f"a CTranslate2 model ({quantization})"
     else:
         try:
-            export.export(export.with_precision(model, FLAGS.precision), tok, recipe, FLAGS.export_dir,
-                          with_text=not FLAGS.ids_only, info=info, parallel_searches=FLAGS.parallel_searches)
+            module = tasks.get(recipe).module(writer.with_precision(model, FLAGS.precision), tok, recipe,
+                                              with_text=not FLAGS.ids_only, parallel_searches=FLAGS.parallel_searches)
+            writer.write(module, FLAGS.export_dir, info=info)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
         except ValueError as e:  # --ids_only for a parser

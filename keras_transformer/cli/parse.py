@@ -35,11 +35,11 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     decode_flags.check_decode_flags()
-    from keras_transformer import inference
+    from keras_transformer.data import files
 
     common.check_output_flag("output")
     try:
-        lines = inference.read_input(FLAGS.input)
+        lines = files.read_input(FLAGS.input)
     except (ValueError, FileNotFoundError) as e:
         common.fail(f"--input: {e}")
     parser = parser_flags.load_parser()

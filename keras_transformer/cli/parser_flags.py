@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from keras_transformer.cli import common
+from keras_transformer.cli import common, decode_flags
 
 FLAGS = flags.FLAGS
 
@@ -16,22 +16,15 @@ def define_constrained_flag() -> None:
 
 def load_parser():
     """The parser named by --model/--checkpoint, or exit with one line naming the problem."""
-    if not FLAGS.model:
-        common.fail("--model: required (a parser SavedModel or a parser's training work directory)")
-    from keras_transformer import parsing
-
-    try:
-        parser = parsing.load_parser(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
-    except (ValueError, FileNotFoundError) as e:
-        common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
+    parser = decode_flags.load_model("parsing")
     if not FLAGS.constrained and parser.unconstrained is None:
         common.fail(f"--constrained: unconstrained decoding needs a work directory; {FLAGS.model} is a SavedModel")
     return parser
 
 
 def parse(parser, sentences):
-    """``parsing.Parses`` of sentences with the decoding flags."""
-    from keras_transformer import parsing
+    """``Parses`` of sentences with the decoding flags."""
+    from keras_transformer.tasks.parsing import task
 
-    return parsing.parse_lines(parser, sentences, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
-                               FLAGS.extra_length, FLAGS.constrained)
+    return task.parse_lines(parser, sentences, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                            FLAGS.extra_length, FLAGS.constrained)

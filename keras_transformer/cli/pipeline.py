@@ -40,11 +40,11 @@ def main(argv):
     if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir) and not os.listdir(FLAGS.export_dir)):
         common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory (an export is never "
                     "written over another); remove it or choose another")
-    from keras_transformer.job import run_job
+    from keras_transformer.pipeline import run_job
 
     try:
         run_job(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences,
-                     command=shlex.join(["kt-pipeline", *sys.argv[1:]]))
+                command=shlex.join(["kt-pipeline", *sys.argv[1:]]))
     except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
 

@@ -41,13 +41,13 @@ def _learning_rate_paths():
 
 
 def _attention_paths():
-    from keras_transformer import checkpoints, plotting
+    from keras_transformer import artifacts, plotting
 
     if not FLAGS.model:
         common.fail("--model: required (a training work directory)")
     if not FLAGS.sentence or not FLAGS.sentence.strip():
         common.fail("--sentence: required (the source sentence to plot)")
-    model, recipe, tokenizer = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+    model, recipe, tokenizer = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
     d = recipe.decode
     data = plotting.attention_data(model, tokenizer, FLAGS.sentence, FLAGS.reference, d.beam_size, d.alpha,
                                    d.extra_length)

@@ -46,10 +46,10 @@ def main(argv):
     if len(sources) != len(targets):
         common.fail(f"--source/--target: {FLAGS.source} has {len(sources)} lines, {FLAGS.target} has "
                     f"{len(targets)}; they must be aligned")
-    from keras_transformer import checkpoints, scoring
+    from keras_transformer import artifacts, scoring
 
     try:
-        model, recipe, tokenizer = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+        model, recipe, tokenizer = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
     start = time.time()

@@ -5,7 +5,8 @@
     kt-translate --model=saved_models/multi30k_en_de --nbest=4 < source.en > nbest.de   # i ||| translation ||| score
     kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
 
---model is an exported SavedModel or a training work directory. Lines are
+--model is an exported SavedModel, a CTranslate2 directory or a training work
+directory; a parser's (§6.3) writes one tree per line, as kt-parse does. Lines are
 batched by length for speed; output line i is the translation of input line i.
 With --nbest=N > 1 the output is the Moses/Marian n-best list instead: N lines
 per input line, ``i ||| translation ||| score``, i the 0-based input line,
@@ -40,20 +41,26 @@ def main(argv):
     decode_flags.check_decode_flags()
     decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
+    from keras_transformer.data import files
+    from keras_transformer.tasks.translation import lines as translation_lines
 
     common.check_output_flag("output")  # before any work whose result could not be written
     try:
-        lines = inference.read_input(FLAGS.input)
+        lines = files.read_input(FLAGS.input)
     except (ValueError, FileNotFoundError) as e:
         common.fail(f"--input: {e}")
-    translator = decode_flags.load_translator()
+    translator = decode_flags.load_model()
     decode_flags.check_nbest(FLAGS.nbest, translator)
     start = time.time()
     if FLAGS.nbest > 1:
-        output = inference.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest))
+        task = inference.task_of(translator)
+        if not task.nbest:
+            common.fail(f"--nbest: {FLAGS.model} is a {task.name} model; its outputs have no n-best lists")
+        output = translation_lines.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest))
     else:
-        translations, scores = decode_flags.translate(translator, lines)
-        output = inference.format_scored(translations, scores) if FLAGS.with_scores else translations
+        decoded = decode_flags.decode(translator, lines)
+        output = (translation_lines.format_scored(decoded.outputs, decoded.scores) if FLAGS.with_scores
+                  else decoded.outputs)
     common.write_output_flag("output", output)
     seconds = time.time() - start
     print(f"translated {len(lines)} lines in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) with "

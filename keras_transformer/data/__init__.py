@@ -20,9 +20,10 @@ LENGTH_COUNT_MAX_PAIRS = 200_000  # above this, build_datasets does not count th
 
 
 def build_datasets(
-    recipe, workdir, data_dir=None, plan: Optional[batching.BatchPlan] = None, *, deterministic: bool = False
+    recipe, workdir, data_dir=None, plan: Optional[batching.BatchPlan] = None, *, deterministic: bool = False,
+    corpus: corpora.Corpus = corpora.TEXT,
 ) -> Tuple[tf.data.Dataset, tf.data.Dataset, Tokenizer]:
-    """(train_ds, eval_ds, tokenizer) for a recipe.
+    """(train_ds, eval_ds, tokenizer) for a recipe, its corpus read by ``corpus`` (the reader of its task).
 
     train_ds repeats forever, shuffled with ``recipe.data.seed``; eval_ds is one
     finite pass over ``recipe.data.eval_split``. Both yield
@@ -32,9 +33,9 @@ def build_datasets(
     """
     cfg = recipe.data
     data_dir = corpora.resolve_data_dir(data_dir)
-    tok = tokenizer.get_or_train(recipe, Path(workdir), data_dir)
-    train_pairs, train_stats = corpora.load_split(cfg, cfg.train_split, data_dir, workdir)
-    eval_pairs, eval_stats = corpora.load_split(cfg, cfg.eval_split, data_dir, workdir)
+    tok = tokenizer.get_or_train(recipe, Path(workdir), data_dir, corpus)
+    train_pairs, train_stats = corpus.load_split(cfg, cfg.train_split, data_dir, workdir)
+    eval_pairs, eval_stats = corpus.load_split(cfg, cfg.eval_split, data_dir, workdir)
     for split, stats in ((cfg.train_split, train_stats), (cfg.eval_split, eval_stats)):
         logging.info("%s: %s pairs read, %s empty skipped (%s)", split, stats.pairs_read, stats.empty_skipped,
                      stats.source_file)

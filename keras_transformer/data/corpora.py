@@ -14,8 +14,10 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
   per split (``DataConfig.train_prefix/eval_prefix/test_prefix``). A prefix
   may be a glob (``data/train-*``) naming shard pairs ``<shard>.<lang>[.gz]``;
   training interleaves the shards, their order shuffled with ``cfg.seed``.
-* ``ptb``: parsing as translation (§6.3), (sentence, linearized tree) pairs
-  of a Penn Treebank directory or zip (``DataConfig.treebank``; ``treebank.py``).
+
+A corpus reader is an object with ``load_split``, ``fingerprint`` and ``tokenizer_text`` (:class:`Corpus`);
+``TEXT`` reads the corpora above, and a task may bring its own (the parsing task reads a treebank:
+``tasks/parsing/treebank.py``). The tokenizer and the batches take whichever reader they are given.
 
 Any corpus also loads ``newstest2013`` / ``newstest2014`` from
 ``<data_dir>/wmt-newstest-en-de/`` as evaluation splits.
@@ -32,21 +34,21 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import gzip
 import hashlib
 import os
 import random
 import urllib.error
 import urllib.request
-import zlib
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 import tensorflow as tf
 from absl import logging
 
 from keras_transformer.config import DataConfig
-from keras_transformer.data import treebank, validation
+from keras_transformer.data import validation
+from keras_transformer.data.files import read_lines  # noqa: F401  (the corpus readers' line splitting)
+from keras_transformer.data.reader import Corpus
 from keras_transformer.workdir import WorkDir
 
 MULTI30K_DIR = "multi30k-task1-en-de"
@@ -59,6 +61,7 @@ TFDS_NAMES = {
     "wmt_t2t": {"de": "wmt_t2t_translate/de-en"},
 }
 _LANGS = ("en", "de")
+TEXT_CORPORA = ("multi30k", "wmt14", "wmt_t2t", "text")  # the DataConfig.corpus values TEXT reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,27 +108,6 @@ def resolve_data_dir(flag_value: Union[str, os.PathLike, None] = None) -> Path:
     repo_root = Path(__file__).resolve().parents[2]
     candidate = repo_root.parent / "shared" / "data"
     return candidate if candidate.is_dir() else Path.cwd().parent / "shared" / "data"
-
-
-def read_lines(path: Path) -> List[str]:
-    """One sentence per line, UTF-8, plain or gzip. Splits on '\\n' only (not on U+2028 etc.)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        try:
-            data = f.read()
-        except (OSError, EOFError, zlib.error) as e:  # a damaged or cut-short gzip stream
-            raise validation.unreadable(path, e) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"{path}: invalid UTF-8 on line {line} (byte {e.start})") from None
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not start a new one
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def read_parallel_files(source_path, target_path) -> Tuple[List[str], List[str], CorpusStats]:
@@ -203,8 +185,8 @@ def split_shards(cfg: DataConfig, split: str, data_dir: Path) -> List[Tuple[Path
     it matches, sorted by name. Raises FileNotFoundError naming what is missing.
     """
     langs = (cfg.source_lang, cfg.target_lang)
-    if cfg.corpus == treebank.CORPUS:
-        raise ValueError(f"corpus: {cfg.corpus} is a treebank, not aligned text files; read it with load_split")
+    if cfg.corpus not in TEXT_CORPORA:
+        raise ValueError(f"corpus: {cfg.corpus} is not parallel text ({', '.join(TEXT_CORPORA)}); its task reads it")
     if split.startswith("newstest"):
         prefixes, field = [data_dir / NEWSTEST_DIR / split], None
     elif cfg.corpus == "multi30k":
@@ -264,8 +246,6 @@ def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
 
     Keys the tokenizer cache: a copied or touched corpus keeps its tokenizer, so a run resumes.
     """
-    if cfg.corpus == treebank.CORPUS:
-        return treebank.fingerprint(cfg, split, resolve_data_dir(data_dir))
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
@@ -348,16 +328,54 @@ def load_split(cfg: DataConfig, split: str, data_dir=None, workdir=None) -> Tupl
     """
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         return _load_tfds(cfg, split)
-    if cfg.corpus == treebank.CORPUS:  # parsing (§6.3): a few 10k trees, read and linearized in memory
-        data_dir = resolve_data_dir(data_dir)
-        parsed = treebank.load(cfg, split, data_dir)
-        name = f"{treebank.treebank_path(cfg, data_dir)}:{split}"
-        stats = CorpusStats(f"{name} (sentences)", f"{name} (linearized trees)", pairs_read=parsed.trees_read,
-                            empty_skipped=parsed.empty_skipped)
-        return tf.data.Dataset.from_tensor_slices((list(parsed.sources), list(parsed.targets))), stats
     shards = split_shards(cfg, split, resolve_data_dir(data_dir))
     check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache if workdir else None)
     more = f" (+{len(shards) - 1} more shards)" if len(shards) > 1 else ""
     stats = CorpusStats(f"{shards[0][0]}{more}", f"{shards[0][1]}{more}", pairs_read=check.pairs_read,
                         empty_skipped=check.empty_skipped)
     return _text_pairs(shards, split == cfg.train_split, cfg.seed), stats
+
+
+class TextCorpus(Corpus):
+    """Parallel text: Multi30k, local files (``text``) and the TFDS WMT corpora (the module docstring)."""
+
+    def load_split(self, cfg, split, data_dir=None, workdir=None):
+        return load_split(cfg, split, data_dir, workdir)
+
+    def fingerprint(self, cfg, split, data_dir=None):
+        return fingerprint(cfg, split, data_dir)
+
+    def tokenizer_text(self, cfg, data_dir, workdir, side):
+        """Local text: the seeded sample of at most ``tokenizer_sample_lines`` sentences that the corpus check
+        draws and caches under ``<workdir>/corpus`` (all of Multi30k's 58,000 training sentences, in file
+        order); TFDS corpora: a shuffled prefix of that many pairs."""
+        if cfg.corpus not in TFDS_NAMES:
+            shards = split_shards(cfg, cfg.train_split, resolve_data_dir(data_dir))
+            check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache,
+                                     sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
+            if side is None:
+                return [Path(check.sample_path)], ()
+            return _side_of_sample(Path(check.sample_path), ("source", "target").index(side)), ()
+        pairs, _ = load_split(cfg, cfg.train_split, data_dir)
+        pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)  # millions of pairs
+
+        def text():
+            for sources, targets in pairs.batch(4096).as_numpy_iterator():
+                for x, y in zip(sources, targets):
+                    if side != "target":
+                        yield x.decode("utf-8")
+                    if side != "source":
+                        yield y.decode("utf-8")
+
+        return text(), ()
+
+
+def _side_of_sample(path: Path, parity: int) -> Iterator[str]:
+    """One side of the corpus check's sample (its lines alternate source, target: ``validation``)."""
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i % 2 == parity and line.strip():
+                yield line.rstrip("\n")
+
+
+TEXT = TextCorpus()

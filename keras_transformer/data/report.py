@@ -14,9 +14,10 @@ import time
 from keras_transformer.data import batching, corpora, tokenizer
 
 
-def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1) -> dict:
+def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1,
+           corpus: corpora.Corpus = corpora.TEXT) -> dict:
     """The figures of one pass over ``split``'s batches (default: the train split, batched as training does
-    on ``replicas`` devices: micro-batches of ``batching.plan_batches``).
+    on ``replicas`` devices: micro-batches of ``batching.plan_batches``), read by ``corpus`` (its task's reader).
 
     Training drops each bucket's final partial batch (with repeat, those pairs
     carry over to the next epoch): ``pairs_carried_over`` counts them.
@@ -25,8 +26,8 @@ def report(recipe, workdir, data_dir=None, split=None, replicas: int = 1) -> dic
     plan = batching.plan_batches(cfg, replicas, recipe.train.gradient_accumulation_steps)
     split = split or cfg.train_split
     data_dir = corpora.corpus_data_dir(cfg, data_dir)
-    tok = tokenizer.get_or_train(recipe, workdir, data_dir)
-    pairs, stats = corpora.load_split(cfg, split, data_dir, workdir)  # the corpus check is cached there
+    tok = tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+    pairs, stats = corpus.load_split(cfg, split, data_dir, workdir)  # the corpus check is cached there
     counts = batching.count_length_filter(pairs, tok, cfg)
     start = time.time()
     training = split == cfg.train_split  # other splits are batched as evaluation batches them

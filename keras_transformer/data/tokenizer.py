@@ -39,7 +39,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from keras_transformer.data import corpora, treebank, validation
+from keras_transformer.data import corpora, validation
 from keras_transformer.workdir import WorkDir
 
 # Changing these changes the model, so they are part of the cache key.
@@ -207,9 +207,10 @@ class TokenizerPair:
 Tokenizers = Union[Tokenizer, TokenizerPair]  # what a model's vocabulary is: shared or one per side
 
 
-def cache_key(recipe, data_dir=None, side: Optional[str] = None, digest: bool = True) -> str:
+def cache_key(recipe, data_dir=None, side: Optional[str] = None, digest: bool = True,
+              corpus: corpora.Corpus = corpora.TEXT) -> str:
     """Names the model by corpus, language(s), vocabulary size and a hash of what trains it (``digest``; computing
-    it reads the training corpus's files under ``data_dir``).
+    it reads the training corpus's files under ``data_dir`` through ``corpus``, the reader of its task).
 
     ``side`` ("source" or "target") names one language's model of separate vocabularies (None: the shared one).
     """
@@ -222,72 +223,38 @@ def cache_key(recipe, data_dir=None, side: Optional[str] = None, digest: bool = 
     if not digest:
         return name
     inputs = dict(
-        train=corpora.fingerprint(cfg, cfg.train_split, data_dir),
+        train=corpus.fingerprint(cfg, cfg.train_split, data_dir),
         sample_lines=cfg.tokenizer_sample_lines,
         seed=cfg.seed,
         options=_TRAINER_OPTIONS,
+        **corpus.tokenizer_key(cfg),
     )
-    if cfg.corpus == treebank.CORPUS:
-        inputs["atomic_words"] = "treebank labels, ) and XX"  # target_symbols of the training trees
     if side is not None:
         inputs["side"] = side
     return f"{name}_{hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:8]}"
 
 
-def get_or_train(recipe, workdir, data_dir=None) -> Tokenizers:
-    """The recipe's tokenizer from ``<workdir>/tokenizer/<key>.model``, training it if absent.
+def get_or_train(recipe, workdir, data_dir=None, corpus: corpora.Corpus = corpora.TEXT) -> Tokenizers:
+    """The recipe's tokenizer from ``<workdir>/tokenizer/<key>.model``, training it if absent on the text
+    ``corpus`` (the reader of the recipe's task) gives it (``Corpus.tokenizer_text``).
 
     Source and target training text both feed the one shared vocabulary; with
-    separate vocabularies each side's text trains its own model. Local
-    text trains on the seeded sample of at most ``tokenizer_sample_lines``
-    sentences that the corpus check draws and caches under ``<workdir>/corpus``
-    (all of Multi30k's 58,000 training sentences, in file order); TFDS corpora
-    on a shuffled prefix of that many pairs.
+    separate vocabularies each side's text trains its own model.
     """
     if recipe.model.shared_vocabulary:
-        return _get_or_train(recipe, workdir, data_dir, None)
-    return TokenizerPair(*(_get_or_train(recipe, workdir, data_dir, side) for side in SIDES))
+        return _get_or_train(recipe, workdir, data_dir, None, corpus)
+    return TokenizerPair(*(_get_or_train(recipe, workdir, data_dir, side, corpus) for side in SIDES))
 
 
-def _get_or_train(recipe, workdir, data_dir, side: Optional[str]) -> Tokenizer:
+def _get_or_train(recipe, workdir, data_dir, side: Optional[str], corpus: corpora.Corpus) -> Tokenizer:
     """The shared model (``side`` None) or one side's."""
     cfg = recipe.data
-    prefix = WorkDir(workdir).tokenizer / cache_key(recipe, data_dir, side)
+    prefix = WorkDir(workdir).tokenizer / cache_key(recipe, data_dir, side, corpus=corpus)
     if Path(f"{prefix}.model").is_file():
         logging.info("using cached tokenizer %s.model", prefix)
         return Tokenizer(f"{prefix}.model")
     if cfg.tokenizer_sample_lines < 1:
         raise ValueError(f"tokenizer_sample_lines: must be positive, got {cfg.tokenizer_sample_lines}")
-    train = dict(vocab_size=recipe.model.vocab_size, model_prefix=prefix, sample_lines=cfg.tokenizer_sample_lines,
-                 seed=cfg.seed)
-    if cfg.corpus == treebank.CORPUS:  # parsing (§6.3): sentences and linearized trees; each label one piece
-        split = treebank.load(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
-        return Tokenizer.train(list(split.sources + split.targets), atomic_words=treebank.target_symbols(split),
-                               **train)
-    if cfg.corpus not in corpora.TFDS_NAMES:
-        shards = corpora.split_shards(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
-        check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache,
-                                 sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
-        if side is None:
-            return Tokenizer.train([Path(check.sample_path)], **train)
-        return Tokenizer.train(_side_of_sample(Path(check.sample_path), SIDES.index(side)), **train)
-    pairs, _ = corpora.load_split(cfg, cfg.train_split, data_dir)
-    pairs = pairs.shuffle(100_000, seed=cfg.seed).take(cfg.tokenizer_sample_lines)  # millions of pairs
-
-    def text():
-        for sources, targets in pairs.batch(4096).as_numpy_iterator():
-            for x, y in zip(sources, targets):
-                if side != "target":
-                    yield x.decode("utf-8")
-                if side != "source":
-                    yield y.decode("utf-8")
-
-    return Tokenizer.train(text(), **train)
-
-
-def _side_of_sample(path: Path, parity: int) -> Iterator[str]:
-    """One side of the corpus check's sample (its lines alternate source, target: ``validation``)."""
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i % 2 == parity and line.strip():
-                yield line.rstrip("\n")
+    text, atomic_words = corpus.tokenizer_text(cfg, data_dir, workdir, side)
+    return Tokenizer.train(text, vocab_size=recipe.model.vocab_size, model_prefix=prefix,
+                           sample_lines=cfg.tokenizer_sample_lines, seed=cfg.seed, atomic_words=atomic_words)

@@ -180,7 +180,7 @@ def build_spec(model, tokenizer, recipe: Recipe):
 def describe(recipe: Recipe, quantization: str, info: Optional[dict] = None) -> dict:
     """The contents of INFO: ``tokenizer`` names the shared SentencePiece file, or ``source_tokenizer`` and
     ``target_tokenizer`` the two of separate vocabularies."""
-    from keras_transformer.export import max_source_length
+    from keras_transformer.serving.checks import max_source_length
 
     ctranslate2 = import_ctranslate2()
     d = recipe.decode

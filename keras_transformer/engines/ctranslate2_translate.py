@@ -5,7 +5,7 @@
         -> {"translations" [B], "scores" [B], "nbest_translations" [B, K], "nbest_scores" [B, K]} (numpy)
     gnmt_rerank(hypotheses, eos, max_length, beam_size, alpha) -> [(tokens, score)] best first
 
-Same inputs and outputs as ``export.Translator``: a source is its SentencePiece
+Same inputs and outputs as ``tasks.translation.module.Translator``: a source is its SentencePiece
 pieces + EOS, cut to ``max_source_length - 1`` pieces + EOS; an empty input is
 the source [EOS]; item b may emit up to (its source tokens + extra_length)
 tokens, EOS included, at most ``recipe.model.max_length``; PAD and BOS are
@@ -114,7 +114,7 @@ def _available_cores() -> int:
 
 
 class CTranslate2Translator:
-    """Text in, text out over a CTranslate2 directory; ``translate`` mirrors ``export.Translator``."""
+    """Text in, text out over a CTranslate2 directory; ``translate`` mirrors ``tasks.translation.module.Translator``."""
 
     def __init__(self, model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0):
         ctranslate2 = import_ctranslate2()
@@ -145,7 +145,7 @@ class CTranslate2Translator:
 
     def encode(self, texts: Sequence[str]) -> List[List[str]]:
         """[B] texts -> [B] sources: pieces + EOS (spelled SOURCE_EOS), at most max_source_length tokens, cut as
-        ``export.truncate_source`` cuts them."""
+        ``serving.checks.truncate_source`` cuts them."""
         keep = self.max_source_length - 1
         return [self._source_sp.encode(text, out_type=str)[:keep] + [SOURCE_EOS] for text in texts]
 

@@ -27,8 +27,9 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer import PAD_ID, evaluation
-from keras_transformer.callbacks import optimizer_step
+from keras_transformer import PAD_ID
+from keras_transformer.tasks.translation import metric
+from keras_transformer.schedules import optimizer_step
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids
 
@@ -87,7 +88,7 @@ class DevBleu(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         hypotheses = self.translate()
-        scores = evaluation.score(hypotheses, self.references)
+        scores = metric.score(hypotheses, self.references)
         step = optimizer_step(self.model.optimizer)
         with self.writer.as_default(step=step):
             tf.summary.scalar("bleu", scores["bleu"])

@@ -33,9 +33,11 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from keras_transformer.data import trees as trees_lib
+import tensorflow as tf
 
-CORPUS = "ptb"  # DataConfig.corpus of a parsing corpus
+from keras_transformer.data import corpora
+from keras_transformer.tasks.parsing import trees as trees_lib
+
 SAMPLE = "ptb-wsj-sample/treebank.zip"  # the default treebank, in the data directory
 STANDARD_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}  # the WSJ split of §6.3
 SAMPLE_FILES = {"train": (1, 179), "dev": (180, 189), "test": (190, 199)}  # wsj_NNNN numbers, inclusive
@@ -191,3 +193,30 @@ def target_symbols(split: ParseSplit) -> List[str]:
     """The target side's tokens, sorted: slot, ``)``, and ``(LABEL`` of every constituent label in ``split``."""
     found = {f"({label}" for tree in split.trees for label in trees_lib.labels(tree)}
     return sorted(found) + [trees_lib.CLOSE, trees_lib.SLOT]
+
+
+class TreebankCorpus(corpora.Corpus):
+    """The parsing task's reader (``data.corpora.Corpus``): (sentence, linearized tree) pairs of a treebank, a
+    few 10k trees read and linearized in memory; the tokenizer trains on both sides with every target symbol
+    ("(NP", ")", the slot) one piece."""
+
+    def load_split(self, cfg, split, data_dir=None, workdir=None):
+        data_dir = corpora.resolve_data_dir(data_dir)
+        parsed = load(cfg, split, data_dir)
+        name = f"{treebank_path(cfg, data_dir)}:{split}"
+        stats = corpora.CorpusStats(f"{name} (sentences)", f"{name} (linearized trees)",
+                                    pairs_read=parsed.trees_read, empty_skipped=parsed.empty_skipped)
+        return tf.data.Dataset.from_tensor_slices((list(parsed.sources), list(parsed.targets))), stats
+
+    def fingerprint(self, cfg, split, data_dir=None):
+        return fingerprint(cfg, split, corpora.resolve_data_dir(data_dir))
+
+    def tokenizer_text(self, cfg, data_dir, workdir, side):
+        split = load(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
+        return list(split.sources + split.targets), target_symbols(split)
+
+    def tokenizer_key(self, cfg):
+        return {"atomic_words": "treebank labels, ) and XX"}  # target_symbols of the training trees
+
+
+TREEBANK = TreebankCorpus()

@@ -39,8 +39,8 @@ from typing import Dict, Optional, Sequence
 from PYEVALB import parser as pyevalb_parser
 from PYEVALB import scorer as pyevalb_scorer
 
-from keras_transformer.data import trees as trees_lib
-from keras_transformer.data.trees import Tree
+from keras_transformer.tasks.parsing import trees as trees_lib
+from keras_transformer.tasks.parsing.trees import Tree
 
 PUNCTUATION_TAGS = (",", ":", "``", "''", ".")  # COLLINS.prm DELETE_LABEL (the words under these tags)
 EQUIVALENT_LABELS = {"PRT": "ADVP"}  # COLLINS.prm EQ_LABEL ADVP PRT

@@ -1,4 +1,5 @@
-"""The whole job in one call: train -> average checkpoints -> evaluate -> export -> translate samples.
+"""The whole job in one call, for either task: train -> average checkpoints -> choose α on dev -> evaluate on the
+test split -> export -> decode samples with the export.
 
 This is what the README's main command runs (``kt-pipeline``): a newcomer sees
 every stage of §5-§6 on real data, and the exported SavedModel is the artefact
@@ -14,15 +15,13 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from keras_transformer import checkpoints, evaluation, export, inference, training
+from keras_transformer import artifacts, inference, tasks, training
+from keras_transformer.checkpoints import averaging
 from keras_transformer.config import DecodeConfig, Recipe
 from keras_transformer.data import corpora
+from keras_transformer.serving import writer
+from keras_transformer.workdir import WorkDir
 
-SAMPLE_SENTENCES = (
-    "A man in an orange hat starring at something.",
-    "Two young children are playing soccer on a field.",
-    "A woman with a red umbrella walks down the street.",
-)
 METADATA_FILE = "metadata.json"
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "saved_models"  # the repository's committed exports
 
@@ -52,88 +51,63 @@ def shipped_results(recipe: Recipe, export_dir: str, shipped_dir: Path = SHIPPED
 
 def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[str] = None,
             strategy: str = "mirrored", eval_sentences: Optional[int] = None,
-            samples: Sequence[str] = SAMPLE_SENTENCES, log=print, command: Optional[str] = None) -> dict:
-    """Runs every stage and returns (and writes next to the export) a metadata dict of what it measured.
-
-    ``command`` (the command line that ran it) is recorded in the metadata, so a later run on the same test set
-    can print how to reproduce this one.
+            samples: Optional[Sequence[str]] = None, log=print, command: Optional[str] = None) -> dict:
+    """Runs every stage for the recipe's task and returns (and writes next to the export) a metadata dict of
+    what it measured. ``samples`` default to the task's; ``command`` (the command line that ran it) is recorded
+    in the metadata, so a later run on the same test set can print how to reproduce this one.
     """
-    if recipe.data.corpus == "ptb":  # constituency parsing (§6.3): F1 where translation has BLEU
-        from keras_transformer.parse_job import run_parse_job
-
-        return run_parse_job(recipe, workdir, export_dir, data_dir, strategy, eval_sentences, log=log,
-                                  command=command)
+    task = tasks.get(recipe)
+    samples = list(task.sample_sentences if samples is None else samples)
     data_dir = str(corpora.resolve_data_dir(data_dir))
     averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
-    translator = inference.load_translator(workdir, "averaged", data_dir)
-    decode, alpha_scores = choose_alpha(recipe, translator, data_dir, log)
+    averaged_model = inference.load(workdir, "averaged", data_dir)
+    decode, alpha_scores = choose_alpha(recipe, averaged_model, data_dir, log)
 
-    sources, references = read_split(recipe, recipe.data.test_split, data_dir)
+    inputs, references = task.read_split(recipe, recipe.data.test_split, data_dir)
     if eval_sentences:
-        sources, references = sources[:eval_sentences], references[:eval_sentences]
-    start = time.time()
-    hypotheses, _ = inference.translate_lines(translator, sources, alpha=decode.alpha)
-    decode_seconds = time.time() - start
-    cased = evaluation.score(hypotheses, references)
-    tokenized = evaluation.score(hypotheses, references, lowercase_tokenized=True)
-    log(f"[3/5] {recipe.data.test_split} ({len(sources)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
-        f"{decode_seconds:.0f} s): "
-        f"BLEU {cased['bleu']:.2f}  chrF {cased['chrf']:.2f}  ({cased['signature']}); "
-        f"tokenized lower-cased BLEU {tokenized['bleu']:.2f}")
+        inputs, references = inputs[:eval_sentences], references[:eval_sentences]
+    scores, _ = task.evaluate(averaged_model, inputs, references, alpha=decode.alpha)
+    log(f"[3/5] {recipe.data.test_split} ({len(inputs)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
+        f"{scores['seconds']:.0f} s): {task.format_scores(scores)}")
     for shipped in shipped_results(recipe, export_dir):
         log(f"      shipped {os.path.relpath(shipped['export_dir'])} ({shipped['recipe']}, "
-            f"{shipped['train_seconds'] / 60:.0f} min of training): BLEU {shipped['bleu']:.2f}  "
-            f"chrF {shipped['chrf']:.2f}; reproduce: {shipped['command']}")
+            f"{shipped['train_seconds'] / 60:.0f} min of training): {task.metric.upper()} {shipped[task.metric]:.2f}; "
+            f"reproduce: {shipped['command']}")
 
     export_averaged(workdir, averaged, export_dir, data_dir, log, decode)
 
-    served = inference.load_translator(export_dir)
-    translations, _ = inference.translate_lines(served, list(samples))
-    log("[5/5] translations by the exported model:")
-    for source, target in zip(samples, translations):
+    outputs = task.decode(inference.load(export_dir), samples).outputs
+    log("[5/5] outputs of the exported model:")
+    for source, target in zip(samples, outputs):
         log(f"  {source}\n    -> {target}")
 
     return write_metadata(export_dir, recipe, command, trained, {
         "test_split": recipe.data.test_split,
-        "test_sentences": len(sources),
-        "bleu": round(cased["bleu"], 2),
-        "chrf": round(cased["chrf"], 2),
-        "signature": cased["signature"],
-        "chrf_signature": cased["chrf_signature"],
-        "bleu_tokenized_lowercase": round(tokenized["bleu"], 2),
-        "signature_tokenized_lowercase": tokenized["signature"],
+        "test_sentences": len(inputs),
+        **task.results(scores),
         "decode": {"beam_size": decode.beam_size, "alpha": decode.alpha, "extra_length": decode.extra_length,
-                   **({"alpha_val_bleu": alpha_scores} if alpha_scores else {})},
-        "samples": dict(zip(samples, translations)),
+                   **({f"alpha_val_{task.metric}": alpha_scores} if alpha_scores else {})},
+        "samples": dict(zip(samples, outputs)),
     })
 
 
-def read_split(recipe: Recipe, split: str, data_dir: str) -> Tuple[List[str], List[str]]:
-    """The source and reference lines of one of the recipe's splits."""
-    source_file, reference_file = corpora.split_files(recipe.data, split, Path(data_dir))
-    sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
-    return sources, references
-
-
-def choose_alpha(recipe: Recipe, translator, data_dir: str, log=print) -> Tuple[DecodeConfig, Dict[str, float]]:
+def choose_alpha(recipe: Recipe, loaded, data_dir: str, log=print) -> Tuple[DecodeConfig, Dict[str, float]]:
     """The decoding settings for the test set and the export: with ``recipe.decode.alpha_grid``, the α whose
-    translations of the eval split score the best cased BLEU (§6.1: chosen on the development set; ties: the
-    first); the test set is never decoded to choose it.
+    outputs for the eval split score best by the task's metric (§6.1: chosen on the development set; ties:
+    the first); the test set is never decoded to choose it.
 
-    Returns those settings and the eval split's BLEU for each α tried ({} without a grid).
+    Returns those settings and the eval split's score for each α tried ({} without a grid).
     """
     grid = recipe.decode.alpha_grid
     if not grid:
         return recipe.decode, {}
-    sources, references = read_split(recipe, recipe.data.eval_split, data_dir)
-    bleu = {}
-    for alpha in grid:
-        hypotheses, _ = inference.translate_lines(translator, sources, alpha=alpha)
-        bleu[alpha] = evaluation.score(hypotheses, references)["bleu"]
-    best = max(grid, key=bleu.get)  # max keeps the first of equal scores
-    scores = "  ".join(f"α {alpha:g}: {score:.2f}" for alpha, score in bleu.items())
-    log(f"      {recipe.data.eval_split} BLEU by length penalty α: {scores}; decoding with α {best:g}")
-    return dataclasses.replace(recipe.decode, alpha=best), {f"{alpha:g}": round(s, 2) for alpha, s in bleu.items()}
+    task = tasks.get(recipe)
+    inputs, references = task.read_split(recipe, recipe.data.eval_split, data_dir)
+    score = {alpha: task.evaluate(loaded, inputs, references, alpha=alpha)[0][task.metric] for alpha in grid}
+    best = max(grid, key=score.get)  # max keeps the first of equal scores
+    scores = "  ".join(f"α {alpha:g}: {value:.2f}" for alpha, value in score.items())
+    log(f"      {recipe.data.eval_split} {task.metric} by length penalty α: {scores}; decoding with α {best:g}")
+    return dataclasses.replace(recipe.decode, alpha=best), {f"{alpha:g}": round(s, 2) for alpha, s in score.items()}
 
 
 def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str, log=print) -> Tuple[str, dict]:
@@ -150,7 +124,7 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
               if summary.stopped_by_time else "")
     log(f"[1/5] trained {recipe.name} to step {summary.steps} in {train_seconds:.0f} s ({summary.policy}{budget})")
     best = bool(recipe.train.keep_best_by)  # the best checkpoints by validation, else the last ones
-    averaged = checkpoints.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)
+    averaged = averaging.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)
     with open(f"{averaged}.json") as f:
         averaged_steps = json.load(f)["steps"]
     chosen = f"best by {recipe.train.keep_best_by}" if best else "last"
@@ -164,11 +138,12 @@ def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str,
                     decode: Optional[DecodeConfig] = None) -> None:
     """Stage 4 of every task's pipeline: the averaged checkpoint as a SavedModel (the task's module), whose
     default decoding settings are ``decode`` (None: the recipe's)."""
-    model, loaded_recipe, tokenizer = checkpoints.load_for_inference(workdir, "averaged", data_dir)
+    task = tasks.get(WorkDir(workdir).read_recipe())
+    model, loaded_recipe, tokenizer = artifacts.load_model(workdir, "averaged", data_dir, task.corpus)
     if decode is not None:
         loaded_recipe = dataclasses.replace(loaded_recipe, decode=decode)
     named = os.path.join(workdir, os.path.relpath(averaged, os.path.abspath(workdir)))  # under --workdir as given
-    export.export(model, tokenizer, loaded_recipe, export_dir, info={"checkpoint": named})
+    writer.write(task.module(model, tokenizer, loaded_recipe), export_dir, info={"checkpoint": named})
     log(f"[4/5] exported the SavedModel to {export_dir}")
 
 

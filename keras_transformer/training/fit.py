@@ -21,14 +21,17 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer import _keras_compat
-from keras_transformer import callbacks as kt_callbacks
-from keras_transformer import precision
+from keras_transformer import _keras_compat, precision, tasks
+from keras_transformer.checkpoints import health as checkpoint_health
+from keras_transformer.checkpoints import state as checkpoints
 from keras_transformer.config import STRATEGIES, Recipe
-from keras_transformer.data import batching
-from keras_transformer.tf_setup import quietly
+from keras_transformer.data import batching, build_datasets, tokenizer
 from keras_transformer.schedules import paper_adam
-from keras_transformer.train_step import TransformerTrainer, build_trainer
+from keras_transformer.tf_setup import quietly
+from keras_transformer.training import callbacks as kt_callbacks
+from keras_transformer.training import init_from
+from keras_transformer.training import lock as workdir_lock
+from keras_transformer.training.train_step import TransformerTrainer, build_trainer
 from keras_transformer.workdir import WorkDir
 
 
@@ -125,8 +128,6 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     newest checkpoint that reads back whole; damaged newer ones are named and moved to
     ``checkpoints/damaged/``, never deleted.
     """
-    from keras_transformer import workdir_lock
-
     if train_epochs is not None and train_epochs <= 0:
         raise ValueError(f"train_epochs: must be positive, got {train_epochs}")
     if isinstance(strategy, str):
@@ -144,10 +145,9 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
 
 def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.distribute.Strategy, datasets,
            verbose: Optional[int], train_epochs: Optional[int]) -> TrainSummary:
-    from keras_transformer import checkpoint_health, checkpoints
-
     chief, paths = is_chief(strategy), WorkDir(workdir)
-    fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir)
+    corpus = tasks.get(recipe).corpus
+    fresh = init_from.prepare_workdir(recipe, workdir, data_dir, corpus)
     resume = checkpoints.resume_point(workdir) if chief else None  # refuses when every checkpoint is damaged
     if train_epochs is not None:
         steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
@@ -164,10 +164,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
               flush=True)
 
     if datasets is None:
-        from keras_transformer.data import build_datasets
-
         # deterministic: the same seed gives the same batches, so a resumed run continues the stream
-        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, plan=plan, deterministic=True)
+        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, plan=plan, deterministic=True,
+                                                   corpus=corpus)
     else:
         train_ds, eval_ds = datasets
         tok = None
@@ -190,7 +189,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     if start_step:
         logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:
-        checkpoints.initial_weights(t.init_from, model, recipe)
+        init_from.initial_weights(t.init_from, model, recipe)
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
         return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),
@@ -213,11 +212,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
     if t.bleu_samples and chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
-        from keras_transformer.bleu_callback import DevBleu
-        from keras_transformer.data import tokenizer as tokenizer_lib
-
-        tok = tok or tokenizer_lib.get_or_train(recipe, workdir, data_dir)
-        callbacks.append(DevBleu.from_eval_split(recipe, tok, str(paths.tensorboard), t.bleu_samples, data_dir))
+        tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+        callbacks.append(tasks.get(recipe).dev_callback(recipe, tok, str(paths.tensorboard), t.bleu_samples, data_dir))
     keep_best = None
     if t.keep_best_by:  # after DevBleu, whose val_bleu it may rank by
         keep_best = kt_callbacks.KeepBest(state, str(paths.best), t.keep_best_by, t.keep_best,
@@ -260,11 +256,10 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
 
 def steps_for_epochs(recipe: Recipe, workdir: str, data_dir: Optional[str], epochs: int) -> int:
     """Parameter updates in ``epochs`` passes over the training corpus (batches per pass counted once)."""
-    from keras_transformer.data import corpora, tokenizer
-
     plan = batch_plan(recipe)  # tokens per update do not depend on the replica count
-    tok = tokenizer.get_or_train(recipe, workdir, data_dir)
-    pairs, _ = corpora.load_split(recipe.data, recipe.data.train_split, data_dir)
+    corpus = tasks.get(recipe).corpus
+    tok = tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+    pairs, _ = corpus.load_split(recipe.data, recipe.data.train_split, data_dir)
     one_pass = batching.make_batches(pairs, tok, recipe.data, training=True, plan=plan, repeat=False)
     micro_batches = int(one_pass.reduce(0, lambda n, _: n + 1))
     return max(1, epochs * micro_batches // plan.accumulation)

@@ -40,7 +40,7 @@ import tensorflow as tf
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.data import trees as trees_lib
+from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.model_step import NEG_INF

@@ -15,15 +15,11 @@ from typing import TYPE_CHECKING
 import keras
 import tensorflow as tf
 
+from keras_transformer.schedules import optimizer_step  # noqa: F401  (also imported from here)
 from keras_transformer.workdir import BEST_MANIFEST
 
 if TYPE_CHECKING:
     from keras_transformer.checkpoints import CheckpointState
-
-
-def optimizer_step(optimizer) -> int:
-    """Parameter updates done so far (``train_step.TransformerTrainer`` counts updates, not micro-batches)."""
-    return int(optimizer.iterations.numpy())
 
 
 class SaveCheckpoints(keras.callbacks.Callback):

@@ -24,13 +24,9 @@ The same numbers come out of the sacrebleu command line:
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
-
-from keras_transformer.data import corpora
 
 DEFAULT_BLEU = dict(tokenize="13a", lowercase=False)
 TOKENIZED_BLEU = dict(tokenize="intl", lowercase=True)
@@ -73,16 +69,3 @@ def format_scores(scores: Dict) -> List[str]:
     chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0 = 55.12
     """
     return [scores["bleu_text"], f"chrF2|{scores['chrf_signature']} = {scores['chrf']:.2f}"]
-
-
-def read_text(path: Union[str, os.PathLike]) -> List[str]:
-    """Lines of a plain or .gz UTF-8 file (a trailing newline does not add an empty line)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a text file")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        return corpora.read_lines(path)
-    except OSError as e:  # e.g. permission denied
-        raise ValueError(f"{path}: {e.strerror or e}") from None

@@ -1,0 +1,116 @@
+"""Reading and writing the text files a user hands the tools: plain or .gz UTF-8, stdin and stdout as '-'.
+
+    read_text(path) -> [line]      a file's lines (a ValueError or FileNotFoundError naming it)
+    read_input(path) -> [line]     the same, or stdin for '-'
+    check_output(path)             can it take output? checked before the work whose result goes there
+    write_lines(path, lines)       whole or not at all; '-' is stdout
+    read_lines(path) -> [line]     no checks: what the corpus readers use
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import sys
+import zlib
+from pathlib import Path
+from typing import List, Sequence, Union
+
+from keras_transformer.data import validation
+
+
+def read_text(path: Union[str, os.PathLike]) -> List[str]:
+    """Lines of a plain or .gz UTF-8 file (a trailing newline does not add an empty line)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a text file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        return read_lines(path)
+    except OSError as e:  # e.g. permission denied
+        raise ValueError(f"{path}: {e.strerror or e}") from None
+
+
+def check_output(path) -> None:
+    """Raise ValueError when ``path`` ('-': stdout) cannot take output: stdout closed, a directory, a parent that is
+    a file. Called before the work whose result goes there, so that no translation is done for nothing."""
+    if str(path) == "-":
+        if sys.stdout is None:
+            raise ValueError("stdout is closed; give a file with --output=FILE")
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give a file name")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ValueError(f"{path}: {parent} is not a directory")
+
+
+def write_lines(path, lines: Sequence[str]) -> None:
+    """One line each, UTF-8, final newline; '-' is stdout.
+
+    A file is written whole or not at all: into ``<path>.partial-<pid>`` beside it, then renamed over ``path``,
+    so a full disk or a kill never leaves half an output or destroys an older file of that name. OSError
+    (naming the file) when it cannot be written.
+    """
+    text = "".join(f"{line}\n" for line in lines)
+    if str(path) == "-":
+        check_output(path)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise OSError(e.errno, e.strerror, str(path)) from None  # named by the file asked for, not the partial one
+
+
+def read_input(path) -> List[str]:
+    """Lines of a plain/.gz file, or of stdin for '-'. ValueError (naming stdin or the file, and the line) when
+    stdin is closed or the text cannot be read."""
+    if str(path) == "-":
+        if sys.stdin is None:
+            raise ValueError("stdin is closed; give a file with --input=FILE")
+        raw = sys.stdin.buffer.read()
+        try:
+            data = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise ValueError(f"stdin: invalid UTF-8 on line {line} (byte {e.start})") from None
+        lines = data.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return read_text(path)
+
+
+def read_lines(path: Path) -> List[str]:
+    """One sentence per line, UTF-8, plain or gzip. Splits on '\\n' only (not on U+2028 etc.)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        try:
+            data = f.read()
+        except (OSError, EOFError, zlib.error) as e:  # a damaged or cut-short gzip stream
+            raise validation.unreadable(path, e) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{path}: invalid UTF-8 on line {line} (byte {e.start})") from None
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start a new one
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+

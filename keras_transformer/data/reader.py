@@ -1,0 +1,34 @@
+"""The interface of a corpus reader: what the tokenizer and the batches read a task's corpus through.
+
+``data.corpora.TEXT`` reads parallel text; the parsing task's ``TREEBANK`` reads a treebank
+(``tasks/parsing/treebank.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from keras_transformer.config import DataConfig
+
+
+class Corpus:
+    """What reads a task's corpus: its splits as (source, target) text, a fingerprint naming the training files
+    (keys the tokenizer cache), and the text a tokenizer trains on. ``TEXT`` is the parallel-text reader."""
+
+    def load_split(self, cfg: DataConfig, split: str, data_dir=None,
+                   workdir=None) -> Tuple[tf.data.Dataset, object]:
+        raise NotImplementedError
+
+    def fingerprint(self, cfg: DataConfig, split: str, data_dir=None) -> str:
+        raise NotImplementedError
+
+    def tokenizer_text(self, cfg: DataConfig, data_dir, workdir, side: Optional[str]):
+        """(sentences or files of text for SentencePiece, atomic words each kept one piece) for the tokenizer of
+        ``side`` ("source", "target", or None for a shared vocabulary)."""
+        raise NotImplementedError
+
+    def tokenizer_key(self, cfg: DataConfig) -> dict:
+        """What else names this corpus's tokenizer in its cache key (``tokenizer.cache_key``)."""
+        return {}

@@ -1,0 +1,87 @@
+"""What every exported signature checks in the graph before it decodes, and how it bounds its inputs.
+
+    STRINGS, IDS, OPTIONS                      the input specs: inputs [B] string, source_ids [B, S], options []
+    checked_rank(value, name)                  value, its rank asserted
+    checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
+    checked_source_ids(source_ids, vocab_size) ids asserted in [0, V)
+    max_source_length(recipe), truncate_source(source_ids, max_length)
+
+A bad request is refused with an InvalidArgumentError naming the input and its rule: the rank of each input
+(inputs [B], source_ids [B, S], scalar options), ids in [0, V), and the options' rules of
+``config.DECODE_OPTIONS`` (beam_size >= 1, alpha finite and >= 0, extra_length >= 0), which kt-translate's
+flags and DecodeConfig follow too.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_transformer import EOS_ID
+from keras_transformer.config import DECODE_OPTIONS, Recipe
+from keras_transformer.decoding.model_step import source_lengths
+
+# Every input is declared of unknown shape and its rank checked in the graph: with a declared shape the check
+# would be folded away at trace time, yet a server (TF Serving, a loaded signature) feeds a tensor of any shape.
+STRINGS = tf.TensorSpec(None, tf.string, name="inputs")  # [B]
+IDS = tf.TensorSpec(None, tf.int32, name="source_ids")  # [B, S]
+OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, tf.float32, name="alpha"),
+           tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
+_RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
+          "beam_size": (0, "a scalar"), "alpha": (0, "a scalar"), "extra_length": (0, "a scalar")}
+
+
+def max_source_length(recipe: Recipe) -> int:
+    """Longest source (EOS included) the translator feeds the model: the training filter's limit."""
+    return min(recipe.data.max_length, recipe.model.max_length)
+
+
+def truncate_source(source_ids, max_length: int):
+    """source_ids [B, S] (ids, EOS, PAD) -> [B, min(S, max_length)]: rows too long keep max_length - 1 ids + EOS."""
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    lengths = source_lengths(source_ids)  # [B]
+    cut = source_ids[:, :max_length]  # [B, S']
+    at_last = tf.equal(tf.range(tf.shape(cut)[1]), max_length - 1)[None, :]  # [1, S']
+    return tf.where(at_last & (lengths > max_length)[:, None], EOS_ID, cut)  # [B, S']
+
+
+def _after(check, value):
+    """``value`` once ``check`` (an assert) has passed: nothing reads it before."""
+    with tf.control_dependencies([check]):
+        return tf.identity(value)
+
+
+def checked_rank(value, name: str):
+    """``value`` with its rank asserted (``_RANKS[name]``): InvalidArgumentError "[name: must be ..., got rank] [r]".
+
+    The value passes on through a reshape to its own leading dimensions, not an identity: Grappler's shape
+    inference would carry the rank that later ops require (the tokenizer's [B]) back through an identity to
+    the input and fold this check away as always true.
+    """
+    rank, what = _RANKS[name]
+    check = tf.debugging.Assert(tf.equal(tf.rank(value), rank), [f"{name}: must be {what}, got rank", tf.rank(value)])
+    with tf.control_dependencies([check]):
+        value = tf.reshape(value, tf.shape(value)[:rank])
+    value.set_shape([None] * rank)
+    return value
+
+
+def checked_options(beam_size, alpha, extra_length):
+    """The decoding options, each asserted in the graph to follow its rule in ``config.DECODE_OPTIONS`` (the rules
+    kt-translate's flags follow), e.g. InvalidArgumentError "[alpha: must be a finite number >= 0, got] [nan]"."""
+    checked = []
+    for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)):
+        value = checked_rank(value, name)
+        least, rule = DECODE_OPTIONS[name]
+        as_float = tf.cast(value, tf.float32)  # NaN fails the comparison, ±inf the finiteness
+        valid = tf.logical_and(as_float >= least, tf.math.is_finite(as_float))
+        checked.append(_after(tf.debugging.Assert(valid, [f"{name}: {rule}, got", value]), value))
+    return tuple(checked)
+
+
+def checked_source_ids(source_ids, vocab_size: int):
+    """source_ids [B, S] with its rank and its ids (0 <= id < V) asserted in the graph."""
+    source_ids = checked_rank(source_ids, "source_ids")
+    valid = tf.logical_and(tf.reduce_all(source_ids >= 0), tf.reduce_all(source_ids < vocab_size))
+    return _after(tf.debugging.Assert(valid, [f"source_ids: every id must be in [0, {vocab_size}), got min",
+                                              tf.reduce_min(source_ids), "max", tf.reduce_max(source_ids)]),
+                  source_ids)

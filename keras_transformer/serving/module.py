@@ -1,0 +1,96 @@
+"""The base of every exported model: a ``tf.Module`` over one Keras model and its tokenizer, text in -> text out.
+
+    ServingModule(model, tokenizer, recipe, with_text=True, parallel_searches=2)
+
+A task's module (``tasks/translation/module.py``'s ``Translator``, ``tasks/parsing/module.py``'s ``Parser``)
+names its signature with options (``OPTIONS_SIGNATURE``) and writes ``_decode_text(inputs, beam_size,
+alpha, extra_length) -> {output: [B] ...}``; this base gives both text signatures, each checking its inputs
+in the graph first (``serving/checks.py``):
+
+    serving_default        inputs [B] string -> the task's outputs, decoded with the recipe's defaults
+    <OPTIONS_SIGNATURE>    inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
+                           -> the same outputs
+
+The module tracks the ``tf.Variable`` inside each Keras variable (``model_variables``), not the Keras model:
+tracking the model saves each weight twice and leaves the handles the functions read uninitialised under
+TF1-style loaders (saved_model_cli run, TF Serving). The model itself is held out of the trackable graph.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Tuple
+
+import tensorflow as tf
+
+from keras_transformer import PAD_ID
+from keras_transformer.config import PARALLEL_SEARCHES, Recipe
+from keras_transformer.data.tokenizer import append_eos
+from keras_transformer.serving import checks
+
+
+class ServingModule(tf.Module):
+    """One model, its tokenizer and its recipe's decoding defaults, with the text signatures of the module doc."""
+
+    OPTIONS_SIGNATURE = ""  # the task's signature with decoding options, e.g. "translate_with_options"
+
+    def __init__(self, model, tokenizer, recipe: Recipe, with_text: bool = True, name: str = "module",
+                 parallel_searches: int = PARALLEL_SEARCHES):
+        super().__init__(name=name)
+        self._untracked = types.SimpleNamespace(model=model)
+        self.model_variables = [v.value for v in model.variables]
+        if not all(isinstance(v, tf.Variable) for v in self.model_variables):
+            raise TypeError("model: expected Keras variables backed by tf.Variable (the TensorFlow backend)")
+        self._tokenizer = tokenizer if with_text else None
+        self._recipe = recipe
+        self._max_source_length = checks.max_source_length(recipe)
+        self._defaults = (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length)
+        self.parallel_searches = parallel_searches  # beam searches a batch is dealt to (decoding/parallel.py)
+        if with_text:
+            setattr(self, self.OPTIONS_SIGNATURE,
+                    tf.function(self._text_with_options, input_signature=[checks.STRINGS, *checks.OPTIONS]))
+            self.serving_default = tf.function(self._text_with_defaults, input_signature=[checks.STRINGS])
+
+    @property
+    def model(self):
+        return self._untracked.model
+
+    @property
+    def tokenizer(self):
+        """The tokenizer (a ``Tokenizer`` or ``TokenizerPair``), None for an ids-only module."""
+        return self._tokenizer
+
+    @property
+    def recipe(self) -> Recipe:
+        return self._recipe
+
+    @property
+    def defaults(self) -> Tuple[int, float, int]:
+        """The recipe's (beam_size, alpha, extra_length): what ``serving_default`` decodes with."""
+        return self._defaults
+
+    @property
+    def max_source_length(self) -> int:
+        return self._max_source_length
+
+    def text_signatures(self) -> Tuple[str, ...]:
+        return ("serving_default", self.OPTIONS_SIGNATURE) if self._tokenizer is not None else ()
+
+    def signatures(self) -> dict:
+        """{name: tf.function with an input signature}; traced by ``tf.saved_model.save`` (it retraces anyway)."""
+        return {name: getattr(self, name) for name in self.text_signatures()}
+
+    def source_ids(self, inputs):
+        """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after, truncated as in training."""
+        source_ids = append_eos(self._tokenizer.source.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
+        return checks.truncate_source(source_ids, self._max_source_length)  # [B, S]
+
+    def _text_with_options(self, inputs, beam_size, alpha, extra_length):
+        return self._decode_text(checks.checked_rank(inputs, "inputs"),
+                                 *checks.checked_options(beam_size, alpha, extra_length))
+
+    def _text_with_defaults(self, inputs):
+        return self._decode_text(checks.checked_rank(inputs, "inputs"), *self._defaults)
+
+    def _decode_text(self, inputs, beam_size, alpha, extra_length) -> dict:
+        raise NotImplementedError

@@ -1,0 +1,107 @@
+"""The constituency parser an export serves (§6.3): sentences in, trees out.
+
+    Parser(model, tokenizer, recipe, parallel_searches=2)   a ``serving.module.ServingModule``
+    fill_slots(linearized, inputs, slots) -> trees [B]      the words into the decoder's slots, in the graph
+    split_words(sentence) -> [str]                           how words are split, as the graph splits them
+
+Signatures of the SavedModel (decoding defaults from the recipe; §6.3: beam 21, α 0.3, input + 300):
+
+    serving_default     inputs [B] string (space-separated words, PTB tokens)
+        -> trees [B] string "(S (NP (XX Ms.) (XX Haag)) (VP (XX plays) (NP (XX Elianti))) (XX .))",
+           linearized [B] string "(S (NP XX XX ) (VP XX (NP XX ) ) XX )", scores [B] float32
+    parse_with_options  inputs, beam_size [] int32, alpha [] float32, extra_length [] int32 -> the same
+
+The search is constrained (``constraint.py``): every output is one tree with exactly one slot per word, and
+the words go into the slots in the graph (a word's "(" and ")" written -LRB- and -RRB-; POS tags are the
+placeholder XX: the parser brackets, it does not tag). Inputs are checked as a translator's are
+(``serving/checks.py``). A sentence longer than the model's inputs (``checks.max_source_length``) is parsed
+over its first words; the rest are put under the root, after them. A batch is dealt to ``parallel_searches``
+constrained searches run at once, as a translator's (``decoding/parallel.py``; the same trees).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+import tensorflow as tf
+
+from keras_transformer.decoding import translate_ids
+from keras_transformer.serving import checks
+from keras_transformer.serving.module import ServingModule
+from keras_transformer.tasks.parsing import constraint
+from keras_transformer.tasks.parsing import trees as trees_lib
+
+_WHITESPACE = r"[ \t\n\r\f\v]+"  # how words are split, in the graph and in Python alike
+
+
+def split_words(sentence: str) -> List[str]:
+    return [w for w in re.split(_WHITESPACE, sentence) if w]
+
+
+def fill_slots(linearized, inputs, slots):
+    """linearized [B] ("(S (NP XX XX ) ...)"), inputs [B] sentences, slots [B] int32 -> trees [B] string.
+
+    The k-th ``XX`` of row b becomes "(XX word_k)"; words past the row's slots go under the root, after them.
+    """
+    words = tf.strings.split(inputs)  # [B, (n)] split at runs of ASCII whitespace, as split_words
+    words = words.with_flat_values(tf.strings.regex_replace(tf.strings.regex_replace(
+        words.flat_values, r"\(", "-LRB-"), r"\)", "-RRB-"))  # [B, (n)]
+    flat_words = tf.concat([words.flat_values, [trees_lib.SLOT]], axis=0)  # [W + 1]: a spare for missing words
+    tokens = tf.strings.split(linearized, sep=" ")  # [B, (m)]
+    flat = tokens.flat_values  # [M]
+    row = tokens.value_rowids()  # [M]
+    is_slot = tf.equal(flat, trees_lib.SLOT)  # [M]
+    ordinal = tf.cumsum(tf.cast(is_slot, tf.int64), exclusive=True)  # [M] slots before each token, all rows
+    ordinal -= tf.gather(tf.concat([[0], tf.cumsum(tf.math.bincount(
+        tf.cast(row, tf.int32), weights=tf.cast(is_slot, tf.int64), minlength=tf.shape(words.row_lengths())[0],
+        dtype=tf.int64))], axis=0), row)  # [M] slots before each token in its own row
+    lengths = tf.gather(words.row_lengths(), row)  # [M]
+    index = tf.where(ordinal < lengths, tf.gather(words.row_starts(), row) + ordinal, tf.size(flat_words,
+                                                                                              tf.int64) - 1)
+    filled = tf.where(is_slot, "(XX " + tf.gather(flat_words, index) + ")", flat)  # [M]
+    trees = tf.strings.reduce_join(tokens.with_flat_values(filled), axis=1, separator=" ")  # [B]
+    trees = tf.strings.regex_replace(trees, r" \)", ")")  # "(XX Haag) )" -> "(XX Haag))", as trees.to_string
+    position = tf.ragged.range(words.row_lengths())  # [B, (n)]
+    past = position.flat_values >= tf.repeat(tf.cast(slots, tf.int64), words.row_lengths())  # [W]
+    rest = tf.ragged.boolean_mask(words, position.with_flat_values(past))  # [B, (n - slots)]
+    rest = tf.strings.reduce_join(rest.with_flat_values("(XX " + rest.flat_values + ")"), axis=1,
+                                  separator=" ")  # [B]
+    ends = tf.maximum(tf.strings.length(trees) - 1, 0)  # [B]
+    closed = tf.strings.substr(trees, tf.zeros_like(ends), ends) + " " + rest + ")"  # [B]
+    trees = tf.where(tf.equal(rest, ""), trees, tf.where(tf.equal(trees, ""), "(S " + rest + ")", closed))
+    return trees
+
+
+class Parser(ServingModule):
+    """Constrained beam-search parsing of raw sentences with one model and its tokenizer (§6.3)."""
+
+    OPTIONS_SIGNATURE = "parse_with_options"
+
+    def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "parser", **kwargs):
+        if not with_text or tokenizer is None:
+            raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
+        super().__init__(model, tokenizer, recipe, True, name, **kwargs)
+        self._tokens = constraint.token_kinds(tokenizer)  # which pieces open, close and fill a slot
+        # Not an attribute of the module, so not saved in the SavedModel: for measuring, from work directories.
+        self._untracked.unconstrained = tf.function(self._unconstrained,
+                                                    input_signature=[checks.STRINGS, *checks.OPTIONS])
+
+    @property
+    def linearize_unconstrained(self):
+        """(inputs, beam_size, alpha, extra_length) -> {"linearized", "scores"} of the plain beam search."""
+        return self._untracked.unconstrained
+
+    def _decode_text(self, inputs, beam_size, alpha, extra_length):
+        source_ids = self.source_ids(inputs)  # [B, S]
+        sequences, scores = constraint.parse_ids(self.model, source_ids, self._tokens, beam_size, alpha,
+                                                 extra_length, self.parallel_searches)  # [B, K, T], [B, K]
+        linearized = self.tokenizer.detokenize(sequences[:, 0, :])  # [B]
+        slots = constraint.count_words(source_ids, tf.constant(self._tokens.word_starts, tf.bool))  # [B]
+        return {"trees": fill_slots(linearized, inputs, slots), "linearized": linearized, "scores": scores[:, 0]}
+
+    def _unconstrained(self, inputs, beam_size, alpha, extra_length):
+        inputs = checks.checked_rank(inputs, "inputs")  # [B]
+        sequences, scores = translate_ids(self.model, self.source_ids(inputs), beam_size, alpha, extra_length,
+                                          self.parallel_searches)
+        return {"linearized": self.tokenizer.detokenize(sequences[:, 0, :]), "scores": scores[:, 0]}

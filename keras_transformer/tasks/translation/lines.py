@@ -1,0 +1,86 @@
+"""Translating many lines with a loaded model of any kind (``artifacts.Loaded``), in input order.
+
+    translate_lines(loaded, lines, batch_size=32, beam_size=None, alpha=None, extra_length=None)
+        -> (translations [N] list of str, scores [N] float32)
+    translate_nbest(loaded, lines, nbest, batch_size=32, ...) -> NBest(translations [N][<=n], scores [N][<=n])
+    format_nbest(NBest) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
+
+A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
+function. Lines are translated in batches of similar length (``decoding/lines.py``) and returned in their
+original order. A line break the model might emit (a byte piece: newline, or any other character
+``str.splitlines`` breaks at) is replaced by a space, so output line i is always the translation of input
+line i.
+
+Scores are log P(Y|X) / lp(|Y|) with GNMT's lp(n) = ((5 + n) / 6)^α, |Y| counting the subwords and EOS
+(``keras_transformer.decoding``); ``kt-score`` gives the same number for a translation it is handed.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from keras_transformer.decoding import NEG_INF
+from keras_transformer.decoding.lines import one_line, run_batches
+from keras_transformer.tasks.base import resolve_options
+
+EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empty (the search scores it NEG_INF)
+
+
+def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
+                    beam_size: Optional[int] = None, alpha: Optional[float] = None,
+                    extra_length: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
+    """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values."""
+    options = resolve_options(loaded, beam_size, alpha, extra_length)
+    translations: List[Optional[str]] = [None] * len(lines)
+    scores = np.zeros([len(lines)], np.float32)
+    for batch, out in run_batches(loaded.fn, lines, batch_size, options):
+        for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
+            translations[i] = one_line(text)
+            scores[i] = score
+    return translations, scores
+
+
+class NBest(NamedTuple):
+    translations: List[List[str]]  # [N][<= n]: the n best hypotheses of each input line, best first
+    scores: List[List[float]]  # [N][<= n]: their scores log P(Y|X) / lp(|Y|), descending
+
+
+def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 32,
+                    beam_size: Optional[int] = None, alpha: Optional[float] = None,
+                    extra_length: Optional[int] = None) -> NBest:
+    """The ``nbest`` best hypotheses of each line and their scores, in input order, best first.
+
+    The beam search keeps the K = ``beam_size`` best finished hypotheses of each input, so 1 <= nbest <= K
+    (a ValueError naming ``nbest`` otherwise). A score is log P(Y|X) / lp(|Y|), lp(n) = ((5 + n) / 6)^α
+    (GNMT), |Y| counting the subwords and EOS; ``kt-score`` computes the same number for a given translation.
+    An empty n-best slot (a search that stopped with fewer than K finished hypotheses returns an empty string
+    scored NEG_INF = -1e9 there) is left out, so a line may get fewer than ``nbest`` hypotheses; a real
+    empty translation (EOS first) has a finite score and is kept. None options take the recipe's §6.1 values.
+    """
+    options = resolve_options(loaded, beam_size, alpha, extra_length)
+    if not 1 <= nbest <= options[0]:
+        raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
+    translations: List[List[str]] = [[] for _ in lines]
+    scores: List[List[float]] = [[] for _ in lines]
+    for batch, out in run_batches(loaded.fn, lines, batch_size, options):
+        texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
+        values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
+        for i, row_texts, row_scores in zip(batch, texts, values):
+            kept = [(one_line(t), float(v)) for t, v in zip(row_texts, row_scores) if v > EMPTY_SLOT_SCORE]
+            translations[i], scores[i] = [t for t, _ in kept], [v for _, v in kept]
+    return NBest(translations, scores)
+
+
+def format_nbest(result: NBest) -> List[str]:
+    """The Moses/Marian n-best format: ``i ||| translation ||| score`` per hypothesis, i the 0-based input line,
+    the hypotheses of a line together and best first; scores with 6 decimals."""
+    return [f"{i} ||| {text} ||| {score:.6f}"
+            for i, (texts, scores) in enumerate(zip(result.translations, result.scores))
+            for text, score in zip(texts, scores)]
+
+
+def format_scored(translations: Sequence[str], scores: Sequence[float]) -> List[str]:
+    """``score<TAB>translation`` per line (kt-translate --with_scores); scores with 6 decimals."""
+    return [f"{float(score):.6f}\t{text}" for text, score in zip(translations, scores)]

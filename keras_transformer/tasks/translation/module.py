@@ -1,0 +1,74 @@
+"""The translator an export serves (§6.1): raw strings or subword ids in, translations and their n-best out.
+
+    Translator(model, tokenizer, recipe, with_text=True, parallel_searches=2)
+
+Signatures (TF signatures cannot have optional inputs, so the decoding options come in two flavours: fixed
+at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 50 — or given as scalar tensors):
+
+    serving_default             inputs [B] string
+        -> translations [B] string (best hypothesis, detokenized), scores [B] float32,
+           nbest_translations [B, K] string, nbest_scores [B, K] float32 (best first)
+    translate_with_options      inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
+        -> the same outputs
+    translate_ids               source_ids [B, S] int32 -> sequences [B, K, T] int32, scores [B, K] float32
+    translate_ids_with_options  source_ids, beam_size, alpha, extra_length -> the same outputs
+
+``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after. ``sequences`` hold no BOS,
+include EOS and are PAD after it. Scores are log P(Y|X) / lp(Y) (``keras_transformer.decoding``). The text
+signatures and the in-graph checks come from ``serving.module.ServingModule``; an ids-only translator
+(``with_text=False``, ``kt-export --ids_only``) has the two ids signatures alone and no tensorflow-text op.
+
+The K n-best slots are full: the search goes on until each input has K finished hypotheses that no
+unfinished one can beat (which never changes the best). Only an input that reaches its maximum output length
+(source + 50) with fewer than K finished ones has empty slots, after them: an empty string with score -1e9;
+an input with none finished gets its K unfinished hypotheses instead, scored at that length.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_transformer.decoding import translate_ids as beam_translate_ids
+from keras_transformer.serving import checks
+from keras_transformer.serving.module import ServingModule
+
+IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
+
+
+class Translator(ServingModule):
+    """Beam-search translation of raw strings or ids with one model and its tokenizer (§6.1)."""
+
+    OPTIONS_SIGNATURE = "translate_with_options"
+
+    def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "translator", **kwargs):
+        super().__init__(model, tokenizer, recipe, with_text, name, **kwargs)
+        self._vocab_size = recipe.model.vocab_size
+        self.translate_ids_with_options = tf.function(self._ids_with_options,
+                                                      input_signature=[checks.IDS, *checks.OPTIONS])
+        self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS])
+
+    def signatures(self) -> dict:
+        return {name: getattr(self, name) for name in self.text_signatures() + IDS_SIGNATURES}
+
+    # The ids signatures: each checks its inputs in the graph (rank, ids, the options' rules), then translates.
+    def _ids_with_options(self, source_ids, beam_size, alpha, extra_length):
+        return self._translate_ids(checks.checked_source_ids(source_ids, self._vocab_size),
+                                   *checks.checked_options(beam_size, alpha, extra_length))
+
+    def _ids_with_defaults(self, source_ids):
+        return self._translate_ids(checks.checked_source_ids(source_ids, self._vocab_size), *self.defaults)
+
+    def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
+        source_ids = checks.truncate_source(source_ids, self.max_source_length)  # [B, S]
+        sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length,
+                                               self.parallel_searches)
+        return {"sequences": sequences, "scores": scores}  # [B, K, T], [B, K]
+
+    def _decode_text(self, inputs, beam_size, alpha, extra_length):
+        result = self._translate_ids(self.source_ids(inputs), beam_size, alpha, extra_length)
+        sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
+        shape = tf.shape(sequences)
+        flat = tf.reshape(sequences, [shape[0] * shape[1], shape[2]])  # [B*K, T]
+        nbest = tf.reshape(self.tokenizer.target.detokenize(flat), shape[:2])  # [B, K]
+        return {"translations": nbest[:, 0], "scores": scores[:, 0], "nbest_translations": nbest,
+                "nbest_scores": scores}

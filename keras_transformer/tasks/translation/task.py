@@ -1,0 +1,52 @@
+"""Translation (§6.1-6.2): parallel text in, sentences out, scored by BLEU and chrF (sacreBLEU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from keras_transformer.data import corpora
+from keras_transformer.tasks.base import Decoded, Task
+from keras_transformer.tasks.translation import lines, metric
+from keras_transformer.tasks.translation.dev import DevBleu
+from keras_transformer.tasks.translation.module import Translator
+
+
+class TranslationTask(Task):
+    name = "translation"
+    metric = "bleu"  # cased sacreBLEU (13a) on detokenized text
+    corpus = corpora.TEXT
+    module_class = Translator
+    nbest = True
+    sample_sentences = (
+        "A man in an orange hat starring at something.",
+        "Two young children are playing soccer on a field.",
+        "A woman with a red umbrella walks down the street.",
+    )
+
+    def read_split(self, recipe, split, data_dir):
+        source_file, reference_file = corpora.split_files(recipe.data, split, Path(data_dir))
+        sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
+        return sources, references
+
+    def decode(self, loaded, lines_, batch_size=32, beam_size=None, alpha=None, extra_length=None):
+        translations, scores = lines.translate_lines(loaded, lines_, batch_size, beam_size, alpha, extra_length)
+        return Decoded(translations, [float(s) for s in scores])
+
+    def score(self, outputs, references):
+        cased = metric.score(outputs, references)
+        tokenized = metric.score(outputs, references, lowercase_tokenized=True)
+        return dict(cased, bleu_tokenized_lowercase=tokenized["bleu"],
+                    signature_tokenized_lowercase=tokenized["signature"])
+
+    def format_scores(self, scores):
+        return (f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['signature']}); "
+                f"tokenized lower-cased BLEU {scores['bleu_tokenized_lowercase']:.2f}")
+
+    def results(self, scores):
+        return {"bleu": round(scores["bleu"], 2), "chrf": round(scores["chrf"], 2),
+                "signature": scores["signature"], "chrf_signature": scores["chrf_signature"],
+                "bleu_tokenized_lowercase": round(scores["bleu_tokenized_lowercase"], 2),
+                "signature_tokenized_lowercase": scores["signature_tokenized_lowercase"]}
+
+    def dev_callback(self, recipe, tokenizer, logdir, num_samples, data_dir=None):
+        return DevBleu.from_eval_split(recipe, tokenizer, logdir, num_samples, data_dir)
