@@ -190,11 +190,29 @@ def _parse_flags(argv):
         fail(" ".join(str(e).split()))
 
 
+def tool_help(module_name: str) -> str:
+    """What ``--help`` prints: the tool's docstring (what it does, examples) and every flag the tool defines,
+    its own and those of the shared flag modules it uses (this package's, ``keras_transformer.cli.*``)."""
+    doc = (sys.modules[module_name].__doc__ or "").strip()
+    sections = [doc, "flags:"]
+    for module, module_flags in sorted(FLAGS.flags_by_module_dict().items()):
+        if module.startswith("keras_transformer.cli"):
+            for flag in sorted(module_flags, key=lambda f: f.name):
+                default = "" if flag.default is None else f" (default: {flag.default_as_str})"
+                sections.append(f"  --{flag.name}: {' '.join(flag.help.split())}{default}")
+    sections.append("Try --helpfull for every flag, absl's and TensorFlow's included.")
+    return "\n".join(sections)
+
+
 def run(main, decoding: bool = False) -> None:
     """``app.run(main)`` with TensorFlow's devices initialised quietly first (``decoding``: for a program that
-    only decodes, one thread per op; ``tf_setup.init_devices``)."""
+    only decodes, one thread per op; ``tf_setup.init_devices``). ``--help`` (``-h``, ``--helpshort``) prints
+    ``tool_help`` and exits 0."""
     from keras_transformer.tf_setup import init_devices, silence_native_stderr
 
+    if any(arg in ("--help", "-h", "-?", "--helpshort") for arg in sys.argv[1:]):
+        print(tool_help(main.__module__))
+        sys.exit(0)
     init_devices(decoding=decoding)
     silence_native_stderr()
 
