@@ -6,7 +6,7 @@
     python bench/bench_engines.py --baseline_saved_model=/tmp/a/multi30k_en_de,/tmp/b/multi30k_en_de --batch_sizes=32
 
 Every system runs the same weights (--model: a SavedModel or a training work directory, read by
-checkpoints.load_for_inference) on the same sentences, cut into the same batches (sorted by source length in
+artifacts.load_model) on the same sentences, cut into the same batches (sorted by source length in
 subwords), with the recipe's §6.1 decoding: beam 4, α 0.6, maximum output = source + 50. Each system times its
 own tokenization and detokenization with the model's SentencePiece file. Systems (--systems):
 
@@ -38,7 +38,7 @@ CTranslate2's translate_batch gets max_batch_size = ceil(B / P) (its P translato
 --threads=1 --inter_threads=2 is that layout on 2 cores. After an untimed warm-up (first and last batch), each round
 times every system over all sentences, the order rotated round by round; figures are medians over rounds, and
 a ratio is the median of the per-round ratios of sentences/s. "identical" counts translations equal to our
-SavedModel's; BLEU is keras_transformer.evaluation.score (sacreBLEU, cased 13a) of each system's output on
+SavedModel's; BLEU is keras_transformer.tasks.translation.metric.score (sacreBLEU, cased 13a) of each system's output on
 these sentences. A peer whose package is missing is skipped with a note; the benchmark runs with TensorFlow only.
 """
 
@@ -58,6 +58,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 
 from bench import harness  # noqa: E402
+from keras_transformer.serving import checks
+from keras_transformer.data import files
+from keras_transformer import tasks
+from keras_transformer import artifacts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -65,7 +69,7 @@ ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "ctranslate2_float32", "ct
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "hf", "hf_gnmt")
 
 flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
-                    "A SavedModel or a training work directory (checkpoints.load_for_inference).")
+                    "A SavedModel or a training work directory (artifacts.load_model).")
 flags.DEFINE_string("checkpoint", "latest", "For a work directory: latest, averaged, best or a prefix.")
 flags.DEFINE_list("baseline_saved_model", [], "Also time these SavedModels as they are (rows 'baseline', "
                                                "'baseline2', ...).")
@@ -122,19 +126,19 @@ def ctranslate2_module(name):
 
 def prepare(systems, workdir, model, recipe, tok):
     """{system: worker arguments} for the systems that can run, and {system: reason} for those skipped."""
-    from keras_transformer import export
+    from keras_transformer.serving import writer as export
 
     common_args = [f"--threads={FLAGS.threads}", f"--inter_threads={FLAGS.inter_threads}",
                    f"--beam_size={recipe.decode.beam_size}", f"--alpha={recipe.decode.alpha}",
                    f"--extra_length={recipe.decode.extra_length}",
-                   f"--max_source_length={export.max_source_length(recipe)}",
+                   f"--max_source_length={checks.max_source_length(recipe)}",
                    f"--max_length={recipe.model.max_length}", f"--spm={tok.model_path}"]
     ready, skipped = {}, {}
     for system in systems:
         path = os.path.join(workdir, system)
         if system in ("saved_model", "saved_model_bfloat16"):
             precision = "bfloat16" if system.endswith("bfloat16") else "float32"
-            export.export(export.with_precision(model, precision), tok, recipe, path,
+            tasks.export(export.with_precision(model, precision), tok, recipe, path,
                           parallel_searches=FLAGS.inter_threads)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
@@ -220,7 +224,7 @@ def time_batch_size(workers, lines, order, batch_size):
 
 
 def rows_for(batch_size, outputs, references, n):
-    from keras_transformer import evaluation
+    from keras_transformer.tasks.translation import metric
 
     seconds = {s: [x[0] for x in runs] for s, runs in outputs.items()}
     ours = outputs["saved_model"][0][1] if "saved_model" in outputs else None
@@ -232,7 +236,7 @@ def rows_for(batch_size, outputs, references, n):
                "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],
                "sentences_per_s": round(n / harness.median(seconds[system]), 2),
-               "bleu": round(evaluation.score(first, references)["bleu"], 2),
+               "bleu": round(metric.score(first, references)["bleu"], 2),
                "same_output_every_round": all(r[1] == first for r in runs)}
         for name, key in (("ctranslate2_float32", "ratio_vs_ctranslate2_float32"), ("hf", "ratio_vs_hf")):
             if name in seconds:  # speed ratio = reference time / this system's time, per round
@@ -250,17 +254,16 @@ def main(argv):
     del argv
     import sentencepiece
 
-    from keras_transformer import checkpoints, evaluation
     from keras_transformer.data import corpora
 
     systems = [s for s in FLAGS.systems if s not in baselines()] + list(baselines())
     unknown = set(systems) - set(ALL_SYSTEMS) - set(baselines())
     if unknown:
         raise app.UsageError(f"--systems: unknown {sorted(unknown)}; known: {', '.join(ALL_SYSTEMS)}")
-    model, recipe, tok = checkpoints.load_for_inference(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+    model, recipe, tok = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
     source, reference = corpora.split_files(recipe.data, FLAGS.split, corpora.resolve_data_dir(FLAGS.data_dir))
-    lines = evaluation.read_text(source)[: FLAGS.num_sentences]
-    references = evaluation.read_text(reference)[: len(lines)]
+    lines = files.read_text(source)[: FLAGS.num_sentences]
+    references = files.read_text(reference)[: len(lines)]
     spm = sentencepiece.SentencePieceProcessor(model_file=tok.model_path)
     lengths = [len(x) for x in spm.encode(lines)]
     order = sorted(range(len(lines)), key=lambda i: (lengths[i], i))  # the same batches for every system

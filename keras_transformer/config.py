@@ -216,7 +216,7 @@ class DecodeConfig:
 
 
 # The decoding options' valid values, defined once: DecodeConfig, the inference flags (--beam_size, --alpha,
-# --extra_length) and the exported signatures' in-graph asserts (export.py) all check these rules.
+# --extra_length) and the exported signatures' in-graph asserts (serving/checks.py) all check these rules.
 DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it); NaN and ±inf are never valid
     "beam_size": (1, "must be >= 1"),
     "alpha": (0.0, "must be a finite number >= 0"),

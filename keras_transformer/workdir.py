@@ -13,7 +13,7 @@
       train_summary.json       what the last training call did           WorkDir.train_summary
 
 Only names and the recipe file live here (no TensorFlow): writing and reading checkpoints is
-``checkpoints.py``, the lock is ``workdir_lock.py``.
+``checkpoints/``, the lock is ``training/lock.py``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import recipes
-from keras_transformer import EOS_ID, evaluation
-from keras_transformer.bleu_callback import DevBleu
+from keras_transformer import EOS_ID
+from keras_transformer.tasks.translation import metric
+from keras_transformer.tasks.translation.dev import DevBleu
 from keras_transformer.decoding import translate_ids
 from keras_transformer.model import build_model
 from tests.synthetic import as_dataset, copy_batches
@@ -75,7 +76,7 @@ def test_fit_logs_and_writes_bleu_at_the_optimizer_step(small_config, small_toke
     # Against real references: exactly evaluation.score of the same decoded strings, written at the same step.
     hypotheses, dev.references, logs = dev.last_hypotheses, REFERENCES, {}
     dev.on_epoch_end(1, logs)
-    expected = evaluation.score(dev.last_hypotheses, REFERENCES)
+    expected = metric.score(dev.last_hypotheses, REFERENCES)
     assert dev.last_hypotheses == hypotheses and dev.last_scores == expected
     assert logs == {"val_bleu": expected["bleu"], "val_chrf": expected["chrf"]} and expected["chrf"] < 100.0
     written = _scalars(str(tmp_path / "validation"))

@@ -14,9 +14,13 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 
 import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = None
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
@@ -42,7 +46,12 @@ def _read(path):
 def _tools():
     """{"kt-train": "keras_transformer.cli.train", ...} from pyproject.toml's [project.scripts]."""
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
-        scripts = tomllib.load(f)["project"]["scripts"]
+        raw = f.read()
+    if tomllib is not None:
+        scripts = tomllib.loads(raw.decode("utf-8"))["project"]["scripts"]
+    else:  # the section's `name = "module:function"` lines
+        section = re.search(r"^\[project\.scripts\]\s*$(.*?)(?=^\[)", raw.decode("utf-8") + "\n[", re.M | re.S)
+        scripts = dict(re.findall(r'^\s*"?([\w.-]+)"?\s*=\s*"([^"]+)"', section.group(1), re.M))
     return {name: target.split(":")[0] for name, target in scripts.items() if name.startswith("kt-")}
 
 

@@ -38,7 +38,7 @@ def _write_metadata(directory, **fields):
 
 def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp_path):
     import recipes
-    from keras_transformer.job import shipped_results
+    from keras_transformer.pipeline import shipped_results
 
     data = {"corpus": "multi30k", "source_lang": "en", "target_lang": "de"}
     _write_metadata(tmp_path / "a", test_split="test_2016_flickr", command="kt-pipeline --recipe=multi30k",
@@ -57,7 +57,8 @@ def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp
 
 def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeypatch):
     import recipes
-    from keras_transformer import checkpoints, job, training
+    from keras_transformer import checkpoints, training
+    from keras_transformer import pipeline as job
 
     (tmp_path / "averaged.json").write_text(json.dumps({"steps": [400, 420, 440]}))
     monkeypatch.setattr(training, "train", lambda *args, **kwargs: training.TrainSummary(
@@ -74,7 +75,8 @@ def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):
     import dataclasses
 
     import recipes
-    from keras_transformer import inference, job
+    from keras_transformer import inference
+    from keras_transformer import pipeline as job
 
     references = ["Ein Hund läuft am Strand entlang .", "Zwei Männer spielen Fußball im Park ."]
     # α 1.0 gives the references back, α 0.6 and 1.2 a worse (equal) translation: 1.0 wins, ties keep the first.

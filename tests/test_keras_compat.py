@@ -14,7 +14,7 @@ from keras.src.backend.tensorflow import trainer as tf_trainer
 from keras.src.trainers import epoch_iterator
 
 from keras_transformer import _keras_compat
-from keras_transformer.train_step import TransformerTrainer
+from keras_transformer.training.train_step import TransformerTrainer
 
 
 def _source(function) -> str:

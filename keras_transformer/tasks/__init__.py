@@ -1,13 +1,15 @@
 """The paper's two tasks behind one interface (``base.Task``): translation and constituency parsing (§6.3).
 
     get(recipe_or_name) -> Task   the task a recipe names (``Recipe.task``)
+    export(model, tokenizer, recipe, export_dir, with_text=True, info=None) -> export_dir   its task's SavedModel
 """
 
 from __future__ import annotations
 
 from typing import Union
 
-from keras_transformer.config import Recipe
+from keras_transformer.config import PARALLEL_SEARCHES, Recipe
+from keras_transformer.serving import writer
 from keras_transformer.tasks.base import Task
 from keras_transformer.tasks.parsing import ParsingTask
 from keras_transformer.tasks.translation import TranslationTask
@@ -23,4 +25,12 @@ def get(recipe_or_name: Union[Recipe, str]) -> Task:
     return TASKS[name]
 
 
-__all__ = ["TASKS", "Task", "get"]
+def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True, info=None,
+           parallel_searches: int = PARALLEL_SEARCHES) -> str:
+    """Write ``model`` as the SavedModel of its recipe's task (a translator, a parser) to ``export_dir``
+    (``serving.writer.write``: whole or not at all); returns it."""
+    module = get(recipe).module(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
+    return writer.write(module, export_dir, info=info)
+
+
+__all__ = ["TASKS", "Task", "export", "get"]

@@ -16,6 +16,7 @@ from keras_transformer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from keras_transformer.config import ModelConfig  # noqa: E402
 from keras_transformer.decoding import translate_ids  # noqa: E402
 from keras_transformer.model import build_model  # noqa: E402
+from keras_transformer import artifacts
 from tests.conftest import REPO_ROOT  # noqa: E402
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
@@ -79,9 +80,8 @@ def test_saved_and_loaded_marian_gives_our_logits(models):
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
     """The shipped model (a random one rarely emits EOS), its tokenizer and its Marian directory."""
-    from keras_transformer import checkpoints
 
-    model, _, tok = checkpoints.load_for_inference(SHIPPED)
+    model, _, tok = artifacts.load_model(SHIPPED)
     directory = tmp_path_factory.mktemp("shipped_marian")
     marian.save(marian.from_keras(model), directory)
     return model, tok, directory

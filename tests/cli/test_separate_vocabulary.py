@@ -9,10 +9,14 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import TokenizerPair, append_eos
 from keras_transformer.engines import SOURCE_EOS, sentencepiece_file
+from keras_transformer.training import init_from
+from keras_transformer.tasks.translation.module import Translator
+from keras_transformer.serving import loading
+from keras_transformer import artifacts
 from tests.support import run_cli
 
 TRAIN = ("--recipe=tiny", "--num_layers=1", "--source_lang=en", "--target_lang=de", "--noshared_vocabulary",
@@ -60,24 +64,24 @@ def test_each_language_has_a_model_trained_on_its_own_side(run, corpus):
 @pytest.mark.slow
 def test_the_export_carries_both_models_and_translates(run, corpus):
     workdir, export_dir = run
-    tok = checkpoints.find_tokenizer(workdir, Recipe.from_dict(json.loads((workdir / "recipe.json").read_text())))
+    tok = artifacts.find_tokenizer(workdir, Recipe.from_dict(json.loads((workdir / "recipe.json").read_text())))
     assert isinstance(tok, TokenizerPair) and tok.source.model_proto != tok.target.model_proto
-    roles = json.loads((export_dir / "assets" / export.EXPORT_INFO).read_text())["tokenizers"]
+    roles = json.loads((export_dir / "assets" / loading.EXPORT_INFO).read_text())["tokenizers"]
     assert sorted(roles) == ["source", "target"]
-    model, recipe, loaded = export.load_exported(export_dir)
+    model, recipe, loaded = loading.load_exported(export_dir)
     assert (loaded.source.model_proto, loaded.target.model_proto) == (tok.source.model_proto, tok.target.model_proto)
-    trained, _, _ = checkpoints.load_for_inference(workdir)
+    trained, _, _ = artifacts.load_model(workdir)
     for ours, theirs in zip(model.weights, trained.weights):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     assert "transformer/source_embedding/embeddings" in [w.path for w in model.weights]
     # Sources go in through the English model, translations come out through the German one, in the export too.
     texts = tf.constant(SOURCES)
-    translator = export.Translator(model, loaded, recipe)
+    translator = Translator(model, loaded, recipe)
     ids = translator.encode(texts).numpy()
     assert ids.tolist() == append_eos(loaded.source.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
     assert ids.tolist() != append_eos(loaded.target.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
     sequences = translator.translate_ids(ids)["sequences"]  # [B, K, T]
-    saved_model = export.load_saved_model(export_dir)  # held: its functions read its variables
+    saved_model = loading.load_saved_model(export_dir)  # held: its functions read its variables
     served = saved_model.serving_default(texts)["translations"]
     assert served.numpy().tolist() == loaded.target.detokenize(sequences[:, 0, :]).numpy().tolist()
 
@@ -87,7 +91,7 @@ def test_the_ctranslate2_export_reads_english_and_scores_german_as_ours(run, tmp
     pytest.importorskip("ctranslate2")
     from keras_transformer.engines import ctranslate2_convert, ctranslate2_translate
 
-    model, recipe, tok = checkpoints.load_for_inference(run[0])
+    model, recipe, tok = artifacts.load_model(run[0])
     directory = Path(ctranslate2_convert.convert(model, tok, recipe, tmp_path / "ct2"))
     for side in ("source", "target"):
         assert (directory / sentencepiece_file(side)).read_bytes() == tok.models[side].model_proto
@@ -114,11 +118,11 @@ def test_the_ctranslate2_export_reads_english_and_scores_german_as_ours(run, tmp
 def test_resume_and_init_from_find_both_models(run, tmp_path):
     workdir, export_dir = run
     recipe = Recipe.from_dict(json.loads((workdir / "recipe.json").read_text()))
-    assert checkpoints.prepare_workdir(recipe, workdir) is False  # resumes: both models are where it looks
+    assert init_from.prepare_workdir(recipe, workdir) is False  # resumes: both models are where it looks
     for source in (workdir, export_dir):
         fine_tune = Recipe.from_dict(dict(recipe.to_dict(), train=dict(recipe.to_dict()["train"],
                                                                        init_from=str(source))))
         new = tmp_path / source.name
-        assert checkpoints.prepare_workdir(fine_tune, new) is True
+        assert init_from.prepare_workdir(fine_tune, new) is True
         copied = {p.name: p.read_bytes() for p in (new / "tokenizer").glob("*.model")}
         assert copied == {p.name: p.read_bytes() for p in (workdir / "tokenizer").glob("*.model")}

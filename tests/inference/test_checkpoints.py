@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_transformer import checkpoints
 from keras_transformer.model import build_model
+from keras_transformer import artifacts
 from tests.inference.support import inference_recipe, run_cli
 
 
@@ -19,7 +20,7 @@ def _weights(path):
     """Model weights of a checkpoint, as numpy arrays in model.weights order (one model, built once)."""
     if not _MODEL:
         _MODEL.append(build_model(inference_recipe().model))
-    checkpoints._restore(_MODEL[0], str(path))
+    checkpoints.restore_weights(_MODEL[0], str(path))
     return [w.numpy() for w in _MODEL[0].weights]
 
 
@@ -75,10 +76,10 @@ def test_asking_for_more_than_exist_averages_all(trained_workdir, tmp_path):
 def test_kt_average_then_load_the_average(trained_workdir, tmp_path):
     workdir = _copy_workdir(trained_workdir, tmp_path / "run", {4: 4, 8: 8, 12: 12})
     with pytest.raises(FileNotFoundError, match="kt-average"):
-        checkpoints.load_for_inference(workdir, "averaged")
+        artifacts.load_model(workdir, "averaged")
     result = run_cli("average", f"--model={workdir}", "--num=2")
     assert result.stdout.strip() == f"averaged 2 checkpoints (steps 8, 12) into {workdir}/averaged/ckpt-12"
-    model, recipe, tok = checkpoints.load_for_inference(workdir, "averaged")
+    model, recipe, tok = artifacts.load_model(workdir, "averaged")
     assert recipe == inference_recipe() and tok.vocab_size == recipe.model.vocab_size
     w8, w12 = (_weights(workdir / "checkpoints" / f"ckpt-{s}") for s in (8, 12))
     for weight, a, b in zip(model.weights, w8, w12):
@@ -86,21 +87,21 @@ def test_kt_average_then_load_the_average(trained_workdir, tmp_path):
 
 
 def test_load_latest_and_errors(trained_workdir, tmp_path):
-    model, _, _ = checkpoints.load_for_inference(trained_workdir)  # latest = ckpt-12
+    model, _, _ = artifacts.load_model(trained_workdir)  # latest = ckpt-12
     for weight, saved in zip(model.weights, _weights(trained_workdir / "checkpoints" / "ckpt-12")):
         np.testing.assert_array_equal(weight.numpy(), saved)
     workdir = _copy_workdir(trained_workdir, tmp_path / "run", {12: 12})
     shutil.rmtree(workdir / "tokenizer")
     with pytest.raises(FileNotFoundError, match=str(workdir / "tokenizer")):
-        checkpoints.load_for_inference(workdir)
+        artifacts.load_model(workdir)
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
-        checkpoints.load_for_inference(trained_workdir, str(tmp_path / "ckpt-99"))
+        artifacts.load_model(trained_workdir, str(tmp_path / "ckpt-99"))
     # Weights are found by their model paths: a checkpoint of the model alone loads whole; one holding only the
     # shared embedding is refused, not half-loaded.
     model_only = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt-1"))
-    for weight, again in zip(model.weights, checkpoints.load_for_inference(trained_workdir, model_only)[0].weights):
+    for weight, again in zip(model.weights, artifacts.load_model(trained_workdir, model_only)[0].weights):
         np.testing.assert_array_equal(weight.numpy(), again.numpy())
     embedding_only = tf.train.Checkpoint(model=tf.train.Checkpoint(embedding=model.embedding)).write(
         str(tmp_path / "ckpt-2"))
     with pytest.raises(ValueError, match=f"{embedding_only}: does not hold this model's 43 weights"):
-        checkpoints.load_for_inference(trained_workdir, embedding_only)
+        artifacts.load_model(trained_workdir, embedding_only)

@@ -22,7 +22,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export, inference
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, inference
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS
 from tests.conftest import REPO_ROOT
 from tests.inference.support import run_cli
@@ -30,6 +30,9 @@ from tests.inference.support import run_cli
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from keras_transformer.engines import ctranslate2_convert, ctranslate2_translate  # noqa: E402
+from keras_transformer.tasks.translation.module import Translator
+from keras_transformer.tasks.translation import lines as translation_lines
+from keras_transformer import artifacts
 
 LONG = " ".join(["A man in a blue shirt is standing on a tall ladder cleaning the windows of a house."] * 3)
 LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A girl is playing.",
@@ -56,7 +59,7 @@ def _pinned(model, logit):
 
 @pytest.fixture(scope="module")
 def keras_parts(trained_workdir):
-    return checkpoints.load_for_inference(trained_workdir)  # (model, recipe, tokenizer), latest checkpoint
+    return artifacts.load_model(trained_workdir)  # (model, recipe, tokenizer), latest checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +73,10 @@ def converted(keras_parts, tmp_path_factory):
 def pair(trained_workdir, tmp_path_factory):
     """(ours, theirs) over the tiny model with PAD and BOS pinned at -30: our export.Translator and the
     CTranslate2 translator."""
-    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    model, recipe, tok = artifacts.load_model(trained_workdir)
     model = _pinned(model, -30.0)
     directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path_factory.mktemp("ct2") / "sharp")
-    return export.Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1)
+    return Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1)
 
 
 def _ours(translator, lines, beam_size, alpha, extra_length):
@@ -189,7 +192,7 @@ def test_each_sentence_keeps_its_own_maximum_length(pair, monkeypatch):
 
 def test_pad_and_bos_are_never_emitted(trained_workdir, tmp_path):
     """Not even where the model puts nearly all its mass on them (their logits pinned at +30)."""
-    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    model, recipe, tok = artifacts.load_model(trained_workdir)
     directory = ctranslate2_convert.convert(_pinned(model, 30.0), tok, recipe, tmp_path / "pad_loving")
     translator = ctranslate2_translate.load(directory, intra_threads=1)
     hypotheses = translator._decode(translator.encode(LINES), beam_size=4, length=10)
@@ -240,12 +243,12 @@ def test_convert_refuses_an_existing_directory_and_an_unknown_quantization(keras
 def test_int8_directory_loads_through_load_translator(keras_parts, tmp_path):
     model, recipe, tok = keras_parts
     directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "int8", quantization="int8")
-    loaded = inference.load_translator(directory)
+    loaded = inference.load(directory)
     assert loaded.defaults == (4, 0.6, 50) and "int8" in loaded.description
-    translations, scores = inference.translate_lines(loaded, LINES[:3], batch_size=2)
+    translations, scores = translation_lines.translate_lines(loaded, LINES[:3], batch_size=2)
     assert len(translations) == 3 and np.all(scores < 0)
     with pytest.raises(ValueError, match="^--checkpoint: .* CTranslate2"):
-        inference.load_translator(directory, checkpoint="averaged")
+        inference.load(directory, checkpoint="averaged")
 
 
 # -- the entry points ----------------------------------------------------------------------------------------
@@ -262,7 +265,7 @@ def test_kt_export_from_a_saved_model_then_kt_translate_serves_it(exported, tmp_
     assert info["quantization"] == "int8"
 
     result = run_cli("translate", f"--model={directory}", "--batch_size=2", stdin="".join(f"{x}\n" for x in LINES))
-    expected, _ = inference.translate_lines(inference.load_translator(directory), LINES, batch_size=2)
+    expected, _ = translation_lines.translate_lines(inference.load(directory), LINES, batch_size=2)
     assert result.stdout.split("\n") == expected + [""]
     assert f"translated {len(LINES)} lines" in result.stderr and "CTranslate2" in result.stderr
 

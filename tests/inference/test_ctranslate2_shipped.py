@@ -11,13 +11,16 @@ import os
 import numpy as np
 import pytest
 
-from keras_transformer import checkpoints, evaluation, inference
+from keras_transformer import inference
+from keras_transformer.tasks.translation import metric
 from keras_transformer.data import corpora
 from tests.conftest import REPO_ROOT
 
 pytest.importorskip("ctranslate2")
 
 from keras_transformer.engines import ctranslate2_convert  # noqa: E402
+from keras_transformer.tasks.translation import lines as translation_lines
+from keras_transformer import artifacts
 
 pytestmark = pytest.mark.slow
 
@@ -39,16 +42,16 @@ def test_set():
 
 def test_float32_translates_as_the_saved_model_and_int8_keeps_its_bleu(test_set, tmp_path):
     sources, references = test_set
-    model, recipe, tok = checkpoints.load_for_inference(SHIPPED)
+    model, recipe, tok = artifacts.load_model(SHIPPED)
     float32 = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "float32", "float32")
     int8 = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "int8", "int8")
 
-    expected, expected_scores = inference.translate_lines(inference.load_translator(SHIPPED), sources)
-    got, scores = inference.translate_lines(inference.load_translator(float32), sources)
+    expected, expected_scores = translation_lines.translate_lines(inference.load(SHIPPED), sources)
+    got, scores = translation_lines.translate_lines(inference.load(float32), sources)
     same = [a == b for a, b in zip(got, expected)]
     assert sum(same) >= 0.95 * SENTENCES, f"{sum(same)} of {SENTENCES} identical"
     np.testing.assert_allclose(scores[same], expected_scores[same], rtol=1e-3, atol=1e-4)
 
-    quantized, _ = inference.translate_lines(inference.load_translator(int8), sources)
-    bleu32, bleu8 = (evaluation.score(h, references)["bleu"] for h in (got, quantized))
+    quantized, _ = translation_lines.translate_lines(inference.load(int8), sources)
+    bleu32, bleu8 = (metric.score(h, references)["bleu"] for h in (got, quantized))
     assert abs(bleu8 - bleu32) <= 0.5, f"int8 BLEU {bleu8:.2f}, float32 {bleu32:.2f}"

@@ -1,4 +1,4 @@
-"""kt-evaluate and keras_transformer.evaluation agree with the sacrebleu command line."""
+"""kt-evaluate and keras_transformer.tasks.translation.metric agree with the sacrebleu command line."""
 
 import gzip
 import json
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from keras_transformer import evaluation
+from keras_transformer.tasks.translation import metric
 from keras_transformer.config import DataConfig
+from keras_transformer.data import files
 from tests.inference.support import run_cli
 
 SACREBLEU = f"{sys.prefix}/bin/sacrebleu"
@@ -59,12 +60,12 @@ def test_model_scores_match_the_sacrebleu_command_line(exported, test_set, tmp_p
                                                          (True, ("--tokenize", "intl", "--lowercase",
                                                                  "--chrf-lowercase"))])
 def test_both_variants_match_sacrebleu_on_a_partial_match(test_set, tmp_path, lowercase_tokenized, options):
-    references = evaluation.read_text(test_set / "reference.de")
+    references = files.read_text(test_set / "reference.de")
     # Drop every third word, lower-case the first letter, split a hyphen: BLEU strictly between 0 and 100.
     hypotheses = [" ".join(w for i, w in enumerate(r.split()) if i % 3 != 2) for r in references]
     hypotheses = [h[:1].lower() + h[1:].replace("-", " - ") for h in hypotheses]
     (tmp_path / "hyp.de").write_text("".join(f"{h}\n" for h in hypotheses), encoding="utf-8")
-    ours = evaluation.score(hypotheses, references, lowercase_tokenized=lowercase_tokenized)
+    ours = metric.score(hypotheses, references, lowercase_tokenized=lowercase_tokenized)
     theirs = _sacrebleu(test_set / "reference.de", tmp_path / "hyp.de", *options)
     assert 0 < ours["bleu"] < 100
     assert (round(ours["bleu"], 4), ours["signature"]) == theirs["BLEU"]
@@ -74,7 +75,7 @@ def test_both_variants_match_sacrebleu_on_a_partial_match(test_set, tmp_path, lo
 
 def test_mismatched_lengths_are_an_error():
     with pytest.raises(ValueError, match="hypotheses: 1 lines but references have 2"):
-        evaluation.score(["a"], ["a", "b"])
+        metric.score(["a"], ["a", "b"])
 
 
 @pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus

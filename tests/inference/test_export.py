@@ -12,8 +12,14 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID, checkpoints, export
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.serving import writer as export
 from keras_transformer.decoding import translate_ids
+from keras_transformer.tasks.translation.module import Translator
+from keras_transformer.serving import loading
+from keras_transformer.checkpoints.names import variable_names
+from keras_transformer import tasks
+from keras_transformer import artifacts
 from tests.conftest import REPO_ROOT
 from tests.inference.support import MAX_SOURCE
 
@@ -59,13 +65,13 @@ def _source_ids(tokenizer, strings):
 
 @pytest.fixture(scope="module")
 def eager(trained_workdir):
-    return checkpoints.load_for_inference(trained_workdir)
+    return artifacts.load_model(trained_workdir)
 
 
 @pytest.fixture(scope="module")
 def ids_only(eager, tmp_path_factory):
     model, recipe, tokenizer = eager
-    return export.export(model, tokenizer, recipe, tmp_path_factory.mktemp("ids") / "translator", with_text=False)
+    return tasks.export(model, tokenizer, recipe, tmp_path_factory.mktemp("ids") / "translator", with_text=False)
 
 
 def test_fresh_process_reproduces_eager_beam_search(eager, exported, ids_only):
@@ -143,10 +149,10 @@ def test_exported_variables_are_named_by_their_checkpoint_paths(exported, traine
         "model/embedding_dropout/seed_generator/state",
         "model/encoder/layer_0/ffn_residual/dropout/seed_generator/state",
         "model/encoder/layer_0/self_attention_residual/dropout/seed_generator/state"]
-    assert export.variable_names(eager[0]) == [name[:-2] for name in names]  # model.variables order
+    assert variable_names(eager[0]) == [name[:-2] for name in names]  # model.variables order
     # The model read back from the export takes each variable by its name.
-    model, _, _ = export.load_exported(str(exported))
-    for variable, name in zip(model.variables, export.variable_names(model)):
+    model, _, _ = loading.load_exported(str(exported))
+    for variable, name in zip(model.variables, variable_names(model)):
         np.testing.assert_array_equal(variable.numpy(), values[name], err_msg=name)
 
 
@@ -154,11 +160,11 @@ def test_an_export_from_before_the_names_is_read_in_order(eager, exported, tmp_p
     """Exports written before the names (e.g. the shipped ones) hold the variables as created, in model order."""
     model, recipe, _ = eager
     old = tmp_path / "old_export"
-    tf.saved_model.save(export.Translator(model, None, recipe, with_text=False), str(old))  # names as created
+    tf.saved_model.save(Translator(model, None, recipe, with_text=False), str(old))  # names as created
     shutil.copytree(exported / "assets", old / "assets", dirs_exist_ok=True)
     names = [v.name for v in tf.saved_model.load(str(old)).model_variables]
     assert names.count("transformer/encoder/kernel:0") == 6  # W^Q, W^K, W^V, W^O, W_1, W_2 of the one layer
-    again, _, _ = export.load_exported(str(old))
+    again, _, _ = loading.load_exported(str(old))
     for variable, expected in zip(again.variables, model.variables):
         np.testing.assert_array_equal(variable.numpy(), expected.numpy(), err_msg=variable.path)
 
@@ -187,14 +193,14 @@ def test_a_bfloat16_export_computes_in_bfloat16(eager, tmp_path):
     model, recipe, tokenizer = eager
     half = export.with_precision(model, "bfloat16")
     assert export.with_precision(model, "float32") is model and export.with_precision(half, "bfloat16") is half
-    assert export.variable_names(half) == export.variable_names(model)  # the names an export gives them
+    assert variable_names(half) == variable_names(model)  # the names an export gives them
     for rounded, weight in zip(half.variables, model.variables):  # the same weights, rounded (counters as they are)
         assert rounded.dtype == ("bfloat16" if weight.dtype == "float32" else weight.dtype)
         np.testing.assert_array_equal(rounded.numpy(), tf.cast(weight, rounded.dtype).numpy())
     with pytest.raises(ValueError, match="precision: 'float16'; expected one of float32, bfloat16"):
         export.with_precision(model, "float16")
 
-    directory = export.export(half, tokenizer, recipe, tmp_path / "bf16")
+    directory = tasks.export(half, tokenizer, recipe, tmp_path / "bf16")
     assert json.loads((tmp_path / "bf16" / "assets" / "export.json").read_text())["precision"] == "bfloat16"
     loaded = tf.saved_model.load(directory)
     assert [v.dtype for v in loaded.model_variables] == [v.dtype for v in half.variables]
@@ -209,7 +215,7 @@ def test_a_bfloat16_export_computes_in_bfloat16(eager, tmp_path):
     log_probs = [tf.nn.log_softmax(tf.cast(m((ids, target_in)), tf.float32)).numpy() for m in (model, half)]
     np.testing.assert_allclose(log_probs[1], log_probs[0], atol=0.15)
     # Read back (kt-export --model=DIR, a conversion): float32 variables holding the rounded weights.
-    back, _, _ = export.load_exported(directory)
+    back, _, _ = loading.load_exported(directory)
     for variable, rounded in zip(back.variables, half.variables):
         np.testing.assert_array_equal(variable.numpy(), tf.cast(rounded, variable.dtype).numpy())
 

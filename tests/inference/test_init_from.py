@@ -10,6 +10,8 @@ import pytest
 from keras_transformer import checkpoints, training
 from keras_transformer.data import tokenizer as tokenizer_lib
 from keras_transformer.workdir import WorkDir
+from keras_transformer.training import init_from
+from keras_transformer import artifacts
 from tests.inference.support import inference_recipe, run_cli
 
 
@@ -26,14 +28,14 @@ def _fine_tune_recipe(source):
 def test_weights_and_tokenizer_come_from_the_source(trained_workdir, exported, tmp_path, source):
     path = trained_workdir if source == "workdir" else exported
     recipe = _fine_tune_recipe(path)
-    assert checkpoints.prepare_workdir(recipe, tmp_path / "new") is True  # fresh
+    assert init_from.prepare_workdir(recipe, tmp_path / "new") is True  # fresh
     copied = tmp_path / "new" / "tokenizer" / f"{tokenizer_lib.cache_key(recipe)}.model"
     assert copied.read_bytes() == (trained_workdir / "tokenizer" / "tiny_inference.model").read_bytes()
 
     model = training.compile_model(recipe)
-    checkpoints.initial_weights(path, model, recipe)
+    init_from.initial_weights(path, model, recipe)
     has_average = bool(checkpoints.list_checkpoints(WorkDir(trained_workdir).averaged))
-    expected, _, _ = checkpoints.load_for_inference(
+    expected, _, _ = artifacts.load_model(
         trained_workdir, "averaged" if source == "workdir" and has_average else "latest")
     for ours, theirs in zip(_weights(model), _weights(expected)):
         np.testing.assert_array_equal(ours, theirs)
@@ -44,7 +46,7 @@ def test_a_source_of_another_shape_is_refused(trained_workdir, exported):
         recipe = _fine_tune_recipe(path)
         recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, d_ff=recipe.model.d_ff * 2))
         with pytest.raises(ValueError, match=r"^d_ff: .* holds a model with d_ff=\d+, this run asks for \d+"):
-            checkpoints.initial_weights(path, training.compile_model(recipe), recipe)
+            init_from.initial_weights(path, training.compile_model(recipe), recipe)
 
 
 def test_resuming_with_another_shape_or_tokenizer_is_refused_and_writes_nothing(trained_workdir, tmp_path):
@@ -59,5 +61,5 @@ def test_resuming_with_another_shape_or_tokenizer_is_refused_and_writes_nothing(
     assert len(lines) == 1 and lines[0].startswith("error: --d_model: ") and "d_model=32" in lines[0], lines
     # Same shape, but this work directory's tokenizer is not the one the recipe's data would train.
     with pytest.raises(ValueError, match=r"^tokenizer: .* was trained with tokenizer/tiny_inference.model"):
-        checkpoints.prepare_workdir(inference_recipe(), workdir)
+        init_from.prepare_workdir(inference_recipe(), workdir)
     assert {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()} == before

@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import inference
+from keras_transformer.tasks.translation import lines as translation_lines
+from keras_transformer import artifacts
 from tests.inference.support import run_cli
 
 LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A girl is playing.", "Kids."]
@@ -25,24 +27,24 @@ def _fake(inputs, beam_size, alpha, extra_length):
 
 
 def test_nbest_in_input_order_best_first_without_empty_slots():
-    translator = inference.LoadedTranslator(_fake, (4, 0.6, 50), "fake", None)
-    result = inference.translate_nbest(translator, LINES, 3, batch_size=2)
+    translator = artifacts.Loaded(_fake, (4, 0.6, 50), None, "fake", None)
+    result = translation_lines.translate_nbest(translator, LINES, 3, batch_size=2)
     assert result.translations[0] == [f"{LINES[0]}#{j}" for j in range(3)]
     assert result.translations[2] == ["Two men.#0", "Two men.#1"]  # the empty third slot is left out
     assert result.scores[1] == [0.0, -1.0, -2.0]  # an empty input has a real (finite) score: kept
     assert result.scores[2] == [-8.0, -9.0]
-    assert inference.format_nbest(result)[:4] == [f"0 ||| {LINES[0]}#0 ||| -49.000000",
+    assert translation_lines.format_nbest(result)[:4] == [f"0 ||| {LINES[0]}#0 ||| -49.000000",
                                                   f"0 ||| {LINES[0]}#1 ||| -50.000000",
                                                   f"0 ||| {LINES[0]}#2 ||| -51.000000", "1 ||| #0 ||| 0.000000"]
-    assert len(inference.format_nbest(result)) == 3 * len(LINES) - 1
-    assert len("\n".join(inference.format_nbest(result)).splitlines()) == 3 * len(LINES) - 1
-    assert inference.format_scored(["Hallo", ""], np.float32([-0.5, -1.25])) == ["-0.500000\tHallo", "-1.250000\t"]
+    assert len(translation_lines.format_nbest(result)) == 3 * len(LINES) - 1
+    assert len("\n".join(translation_lines.format_nbest(result)).splitlines()) == 3 * len(LINES) - 1
+    assert translation_lines.format_scored(["Hallo", ""], np.float32([-0.5, -1.25])) == ["-0.500000\tHallo", "-1.250000\t"]
 
     assert result.translations[4] == ["Kids.  #0", "Kids.  #1", "Kids.  #2"]  # one line each, whatever reads it
-    assert inference.translate_nbest(translator, LINES, 6, beam_size=6).translations[4][5] == "Kids.  #5"
+    assert translation_lines.translate_nbest(translator, LINES, 6, beam_size=6).translations[4][5] == "Kids.  #5"
     for nbest, beam in ((5, None), (3, 2), (0, None)):
         with pytest.raises(ValueError, match=r"nbest: must be between 1 and the beam size K = \d, got \d"):
-            inference.translate_nbest(translator, LINES, nbest, beam_size=beam)
+            translation_lines.translate_nbest(translator, LINES, nbest, beam_size=beam)
 
 
 _ENTRY = re.compile(r"^(\d+) \|\|\| (.*) \|\|\| (-?\d+\.\d{6})$")
@@ -58,12 +60,12 @@ def test_kt_translate_nbest_and_with_scores(trained_workdir, exported):
         scores = [float(s) for j, _, s in entries if int(j) == i]
         assert scores == sorted(scores, reverse=True)
 
-    translator = inference.load_translator(trained_workdir)
-    expected = inference.translate_nbest(translator, LINES, 3, batch_size=2)
+    translator = inference.load(trained_workdir)
+    expected = translation_lines.translate_nbest(translator, LINES, 3, batch_size=2)
     assert [text for _, text, _ in entries] == sum(expected.translations, [])
     np.testing.assert_allclose([float(s) for _, _, s in entries], sum(expected.scores, []), rtol=1e-6, atol=2e-6)
 
-    best, best_scores = inference.translate_lines(translator, LINES, batch_size=2)
+    best, best_scores = translation_lines.translate_lines(translator, LINES, batch_size=2)
     assert [text for _, text, _ in entries[::3]] == best  # the first of each n-best list is the translation
     result = run_cli("translate", f"--model={exported}", "--with_scores", "--batch_size=2", stdin=stdin)
     rows = [line.split("\t") for line in result.stdout.split("\n")[:-1]]

@@ -12,7 +12,9 @@ import pytest
 import tensorflow as tf
 
 import recipes
-from keras_transformer import EOS_ID, PAD_ID, checkpoints, decoding, export, scoring
+from keras_transformer import EOS_ID, PAD_ID, decoding, scoring
+from keras_transformer.serving import checks
+from keras_transformer import artifacts
 from tests.conftest import REPO_ROOT
 from tests.inference.support import MAX_SOURCE, run_cli
 
@@ -101,11 +103,11 @@ def _pad(rows):
 
 def test_scoring_every_beam_hypothesis_gives_back_its_beam_score(trained_workdir):
     """All K hypotheses of each source, finished (up to EOS) or not (the whole sequence), truncated sources."""
-    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    model, recipe, tok = artifacts.load_model(trained_workdir)
     source_ids = _pad([row + [EOS_ID] for row in tok.tokenize(SOURCES).to_list()])  # [B, S]
     assert source_ids.shape[1] > MAX_SOURCE  # LONG is cut by the translator and by the scorer alike
-    limit = export.max_source_length(recipe)
-    sequences, beam_scores = decoding.translate_ids(model, export.truncate_source(source_ids, limit), 4, 0.6, 50)
+    limit = checks.max_source_length(recipe)
+    sequences, beam_scores = decoding.translate_ids(model, checks.truncate_source(source_ids, limit), 4, 0.6, 50)
     rows, targets, expected = [], [], []
     for b, (hypotheses, scores) in enumerate(zip(sequences.numpy(), beam_scores.numpy())):  # [K, T], [K]
         for ids, score in zip(hypotheses, scores):
@@ -155,7 +157,7 @@ def test_kt_score_writes_one_line_per_pair_in_order(trained_workdir, tmp_path):
     run_cli("score", f"--model={trained_workdir}", f"--source={tmp_path / 'src.en'}",
             f"--target={tmp_path / 'tgt.de'}", "--batch_size=2", "--json", f"--output={output}")
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
-    model, recipe, tok = checkpoints.load_for_inference(trained_workdir)
+    model, recipe, tok = artifacts.load_model(trained_workdir)
     expected = scoring.score_lines(model, recipe, tok, SOURCES, targets)  # other batches: float32 sums differ a bit
     assert [r["tokens"] for r in rows] == expected.lengths.tolist()
     assert rows[1]["tokens"] == 1  # an empty target is [EOS]

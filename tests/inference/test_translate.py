@@ -5,6 +5,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import inference
+from keras_transformer.tasks.translation import lines as translation_lines
+from keras_transformer.decoding.lines import length_batches
+from keras_transformer import artifacts
 from tests.inference.support import run_cli
 
 LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A girl is playing.",
@@ -12,7 +15,7 @@ LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A
 
 
 def test_batches_by_length_and_restores_order():
-    assert inference.length_batches(["a b c", "a", "a b", "", "a b c d"], 2) == [[3, 1], [2, 0], [4]]
+    assert length_batches(["a b c", "a", "a b", "", "a b c d"], 2) == [[3, 1], [2, 0], [4]]
     calls = []
 
     def fake(inputs, beam_size, alpha, extra_length):  # "translates" by reversing; score = -characters
@@ -21,8 +24,8 @@ def test_batches_by_length_and_restores_order():
         return {"translations": tf.constant([t[::-1] for t in texts]),
                 "scores": tf.constant([-float(len(t)) for t in texts])}
 
-    translator = inference.LoadedTranslator(fake, (4, 0.6, 50), "fake", None)
-    translations, scores = inference.translate_lines(translator, LINES, batch_size=4, alpha=0.0)
+    translator = artifacts.Loaded(fake, (4, 0.6, 50), None, "fake", None)
+    translations, scores = translation_lines.translate_lines(translator, LINES, batch_size=4, alpha=0.0)
     assert translations == [line[::-1] for line in LINES]
     np.testing.assert_array_equal(scores, [-len(line) for line in LINES])
     assert [c[0] for c in calls] == [["", "Kids.", "Two men.", "A girl is playing."], [LINES[0], LINES[4]]]
@@ -31,8 +34,8 @@ def test_batches_by_length_and_restores_order():
 
 @pytest.mark.slow
 def test_work_directory_and_saved_model_agree_and_kt_translate_keeps_order(trained_workdir, exported):
-    from_checkpoint = inference.translate_lines(inference.load_translator(trained_workdir), LINES, batch_size=2)
-    from_export = inference.translate_lines(inference.load_translator(exported), LINES, batch_size=2)
+    from_checkpoint = translation_lines.translate_lines(inference.load(trained_workdir), LINES, batch_size=2)
+    from_export = translation_lines.translate_lines(inference.load(exported), LINES, batch_size=2)
     assert from_checkpoint[0] == from_export[0]
     np.testing.assert_allclose(from_checkpoint[1], from_export[1], rtol=1e-6)
 

@@ -3,7 +3,8 @@
 import pytest
 
 from keras_transformer.config import DataConfig
-from keras_transformer.data import corpora, treebank
+from keras_transformer.data import corpora
+from keras_transformer.tasks.parsing import treebank
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,8 @@ import pytest
 from PYEVALB import parser as pyevalb_parser
 from PYEVALB import scorer as pyevalb_scorer
 
-from keras_transformer import parse_scoring
-from keras_transformer.data import trees
+from keras_transformer.tasks.parsing import metric as parse_scoring
+from keras_transformer.tasks.parsing import trees
 
 
 def tree(text):

@@ -8,11 +8,16 @@ import pytest
 import tensorflow as tf
 
 import recipes
-from keras_transformer import PAD_ID, checkpoints, export, parse_scoring, parsing
+from keras_transformer import PAD_ID
+from keras_transformer.tasks.parsing import metric as parse_scoring
+from keras_transformer.tasks.parsing import task as parsing
 from keras_transformer.config import PARALLEL_SEARCHES, DecodeConfig
-from keras_transformer.data import trees
+from keras_transformer.tasks.parsing import trees
 from keras_transformer.data.tokenizer import append_eos
-from keras_transformer.decoding import tree_constraint
+from keras_transformer.tasks.parsing import constraint as tree_constraint
+from keras_transformer.serving import loading
+from keras_transformer import inference
+from keras_transformer import artifacts
 from tests.support import run_cli
 
 pytestmark = pytest.mark.slow
@@ -61,8 +66,8 @@ def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
     root, _ = pipeline_run
     gold = sample_splits["test"].trees[:16]
     sentences = [" ".join(trees.words(t)) for t in gold]
-    from_workdir = parsing.parse_lines(parsing.load_parser(root / "run", "averaged"), sentences)
-    from_export = parsing.parse_lines(parsing.load_parser(root / "export"), sentences)
+    from_workdir = parsing.parse_lines(inference.load(root / "run", "averaged"), sentences)
+    from_export = parsing.parse_lines(inference.load(root / "export"), sentences)
     assert from_export.trees == from_workdir.trees and from_export.linearized == from_workdir.linearized
     np.testing.assert_allclose(from_export.scores, from_workdir.scores, atol=1e-4)
     assert from_export.repaired == 0
@@ -74,7 +79,7 @@ def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
 @pytest.mark.parametrize("parts", [2, 3])
 def test_parallel_searches_parse_as_one_search(pipeline_run, sample_splits, parts):
     root, _ = pipeline_run
-    model, _, tok = checkpoints.load_for_inference(root / "run", "averaged")
+    model, _, tok = artifacts.load_model(root / "run", "averaged")
     sentences = [" ".join(trees.words(t)) for t in sample_splits["test"].trees[:7]]
     source_ids = append_eos(tok.tokenize(tf.constant(sentences))).to_tensor(PAD_ID)  # [7, S]
     tokens = tree_constraint.token_kinds(tok)
@@ -83,21 +88,21 @@ def test_parallel_searches_parse_as_one_search(pipeline_run, sample_splits, part
                                                                     parallel_searches=parts)
     np.testing.assert_array_equal(parallel_sequences, sequences)
     np.testing.assert_allclose(parallel_scores, scores, atol=1e-5)  # matmuls round by a batch's row count
-    info = json.loads((root / "export" / "assets" / export.EXPORT_INFO).read_text())
+    info = json.loads((root / "export" / "assets" / loading.EXPORT_INFO).read_text())
     assert info["decode"]["parallel_searches"] == PARALLEL_SEARCHES  # the export deals its batches to 2 searches
 
 
 def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, sample_splits):
     root, _ = pipeline_run
     gold = sample_splits["test"].trees[:16]
-    scores, parses = parsing.evaluate(parsing.load_parser(root / "run", "averaged"), gold, constrained=False)
+    scores, parses = parsing.evaluate(inference.load(root / "run", "averaged"), gold, constrained=False)
     assert scores["constrained"] is False and 0 <= scores["repaired"] <= 16
     assert scores["repaired"] == sum(trees.repair(s, len(trees.words(g))).repaired
                                      for s, g in zip(parses.linearized, gold))
     for tree, g in zip(parses.trees, gold):
         assert trees.words(trees.read_trees(tree)[0]) == trees.words(g)
     with pytest.raises(ValueError, match="needs a work directory"):
-        parsing.parse_lines(parsing.load_parser(root / "export"), ["a b"], constrained=False)
+        parsing.parse_lines(inference.load(root / "export"), ["a b"], constrained=False)
 
 
 def test_evaluate_parser_and_parse_clis(pipeline_run, sample_data_dir):

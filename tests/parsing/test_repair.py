@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from keras_transformer.data import trees
+from keras_transformer.tasks.parsing import trees
 
 
 @pytest.mark.parametrize("sequence, num_words, fixed, problems", [

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from keras_transformer.data import trees
+from keras_transformer.tasks.parsing import trees
 from tests.conftest import REPO_ROOT
 from tests.inference.support import run_cli
 

@@ -5,10 +5,11 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.data import trees
-from keras_transformer.decoding import beam_search, tree_constraint
+from keras_transformer.tasks.parsing import trees
+from keras_transformer.decoding import beam_search
+from keras_transformer.tasks.parsing import constraint as tree_constraint
 from keras_transformer.decoding.model_step import NEG_INF
-from keras_transformer.parsing import fill_slots
+from keras_transformer.tasks.parsing.module import fill_slots
 
 # ids 0-3 reserved (PAD, UNK, BOS, EOS), then the tree tokens and one ordinary word piece.
 PIECES = ["<pad>", "<unk>", "<s>", "</s>", "(S", "(NP", ")", "XX", "dog"]

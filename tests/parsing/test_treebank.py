@@ -6,8 +6,10 @@ import zipfile
 import pytest
 
 import recipes
-from keras_transformer.config import DataConfig
-from keras_transformer.data import corpora, tokenizer, treebank, trees
+from keras_transformer.config import DataConfig, Recipe
+from keras_transformer.data import corpora, tokenizer
+from keras_transformer.tasks.parsing import treebank
+from keras_transformer.tasks.parsing import trees
 
 PTB = DataConfig(corpus="ptb", source_lang="en", target_lang="tree")
 TREE = "( (S (NP-SBJ (DT The) (NN {word}) ) (VP (VBZ sleeps) ) (. .) ))\n"
@@ -73,8 +75,8 @@ def test_missing_treebank_and_odd_names(tmp_path):
         treebank.load(dataclasses.replace(PTB, treebank=str(tmp_path / "odd")), "train", tmp_path)
     assert [trees.words(t) for t in treebank.load_file(tmp_path / "odd" / "chapter1.mrg")] == [
         ["The", "dog", "sleeps", "."]]  # one file of gold trees reads whatever its name
-    with pytest.raises(ValueError, match="treebank: applies to corpus ptb only"):
-        DataConfig(treebank="x")
+    with pytest.raises(ValueError, match="treebank: applies to the parsing task only, not translation"):
+        Recipe(name="x", data=DataConfig(treebank="x"))
 
 
 def test_load_split_yields_sentence_tree_pairs(sample_data_dir):
@@ -89,7 +91,7 @@ def test_load_split_yields_sentence_tree_pairs(sample_data_dir):
 @pytest.mark.slow
 def test_tokenizer_keeps_every_label_whole(sample_data_dir, tmp_path, sample_splits):
     """Each tree token is one piece (measured: plain BPE splits 26 of 28 labels, 1.30 pieces per token)."""
-    from keras_transformer.decoding import tree_constraint
+    from keras_transformer.tasks.parsing import constraint as tree_constraint
 
     recipe = recipes.get("ptb_sample")
     tok = tokenizer.get_or_train(recipe, tmp_path, sample_data_dir)

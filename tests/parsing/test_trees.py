@@ -2,8 +2,8 @@
 
 import pytest
 
-from keras_transformer.data import trees
-from keras_transformer.data.trees import Tree
+from keras_transformer.tasks.parsing import trees
+from keras_transformer.tasks.parsing.trees import Tree
 
 WSJ_0001 = """
 ( (S

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from keras_transformer import checkpoint_health, training, workdir_lock
+from keras_transformer import training
+from keras_transformer.checkpoints import health as checkpoint_health
+from keras_transformer.training import lock as workdir_lock
 from keras_transformer.workdir import WorkDir
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
 from tests.synthetic import as_dataset, copy_batches, small_recipe

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import checkpoints, training
-from keras_transformer.callbacks import KeepBest
+from keras_transformer.training.callbacks import KeepBest
 from tests.synthetic import as_dataset, copy_batches, small_recipe
 
 

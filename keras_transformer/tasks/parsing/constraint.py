@@ -4,7 +4,7 @@
     parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1)
         -> (sequences [B, K, T] int32, scores [B, K] float32)   as ``translate_ids``, every hypothesis a tree
 
-The parser's target is a linearized tree (``data/trees.py``), and each of its
+The parser's target is a linearized tree (``trees.py``), and each of its
 tokens is one SentencePiece piece (the tokenizer's atomic words): ``(LABEL``
 opens (OPEN), ``)`` closes (CLOSE), ``XX`` is a word's slot (SLOT); then EOS.
 Every other piece is banned. Each hypothesis carries, in the search's cache

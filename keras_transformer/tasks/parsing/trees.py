@@ -31,7 +31,7 @@ words. ``repair`` drops unmatched ``)``, unknown tokens and empty constituents,
 closes what is open, drops surplus slots from the right (and the constituents
 they leave empty), appends missing slots to the root, and puts several
 top-level items under one root labelled ``S`` (the commonest root label). The
-constrained beam search (``decoding/tree_constraint.py``) never needs it; it is
+constrained beam search (``constraint.py``) never needs it; it is
 the safety net for unconstrained decoding and for sequences from elsewhere.
 """
 

@@ -6,7 +6,7 @@
 The sample is translated with the paper's beam search (§6.1; ``translate_ids``)
 in one ``tf.function`` per model: raw strings in, detokenized strings out, the
 SentencePiece ops built inside the graph. The best hypotheses are scored with
-``evaluation.score`` (sacrebleu, detokenized and cased), and the two numbers go
+``metric.score`` (sacrebleu, detokenized and cased), and the two numbers go
 
 * to TensorBoard as ``bleu`` and ``chrf`` under ``<logdir>/validation`` (the
   directory ``callbacks.TensorBoardScalars`` writes validation loss to), at the
