@@ -228,7 +228,7 @@ DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it);
 # activations (the softmaxes in float32), whose matmuls run on bfloat16 units where the CPU has them (AMX).
 PRECISIONS = ("float32", "bfloat16")
 # The beam searches an export deals a batch to, run at once by inter-op threads (decoding.parallel; kt-export
-# --parallel_searches): the benchmark machine's 2 cores (README, "One thread per op, two searches at once").
+# --parallel_searches): the benchmark machine's 2 cores (docs/benchmarks.md, "One thread per op, two searches at once").
 PARALLEL_SEARCHES = 2
 
 

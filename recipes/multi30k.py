@@ -5,9 +5,9 @@ vocabulary of 8000. ``multi30k`` (the shipped model) is the shape of fairseq's
 ``transformer_tiny`` (d_model 128, 4+4 layers; the Multi30k baseline of Wu et
 al., 2021) with pre-LN layers: on 2 cores it reads ~1.5x the tokens a second of
 the d_model-256 model and keeps learning for the whole 2-hour budget under
-dropout 0.3 (README, "Recipe search"). ``multi30k_d256`` is the recipe shipped
+dropout 0.3 (docs/notes.md, the recipe search). ``multi30k_d256`` is the recipe shipped
 before it (the paper's post-LN layers, d_model 256, 3+3 layers), kept because
-the README's earlier search rows and benchmarks name it; ``multi30k_demo``
+docs/notes.md's earlier search rows and benchmarks name it; ``multi30k_demo``
 (README command 1) is that model tuned for 15 minutes.
 """
 
@@ -53,7 +53,7 @@ D256 = Recipe(
 
 # The shipped model: fairseq transformer_tiny's shape and optimisation (peak learning rate 5e-3 after 2,000 warmup
 # steps, dropout 0.3 and none on the attention weights, 4,096-token batches) with pre-LN layers. With the paper's
-# post-LN the same 4+4 layers stalled at val perplexity 16.4 (README); pre-LN trains them: val perplexity 4.79 and val
+# post-LN the same 4+4 layers stalled at val perplexity 16.4 (notes.md); pre-LN trains them: val perplexity 4.79 and val
 # BLEU 41.55 (best 5 averaged, α 0.6; 42.03 with the α val chose) after 118 minutes, against 5.53 and 40.15 for
 # multi30k_d256.
 RECIPE = dataclasses.replace(
@@ -76,7 +76,7 @@ RECIPE = dataclasses.replace(
 )
 
 # The README's first command: the d_model-256 model and batches, tuned on val to be a good translator after 15
-# minutes of training (the README's recipe search, val BLEU of the last 3 checkpoints averaged): dropout 0.1 (32.1
+# minutes of training (docs/notes.md's recipe search, val BLEU of the last 3 checkpoints averaged): dropout 0.1 (32.1
 # against 21.2 for 0.3 with 4,096-token batches; 35.3 with 2,048-token batches), pre-LN (37.13 against 35.60 for the
 # paper's post-LN: it learns faster per step, val perplexity 10.0 against 15.2 at step 1,000), checkpoints every 200
 # steps, the last 3 averaged.

@@ -48,7 +48,7 @@ DATA_FLAGS = (  # DataConfig (§5.1)
     ("integer", "tokenizer_sample_lines", "Lines of training text sampled to train SentencePiece."),
     ("float", "bpe_dropout", "BPE-dropout (Provilkov et al., 2020; SentencePiece's): segment training pairs anew "
      "at every pass, each merge skipped with this probability (0 = off). With Multi30k's 8,000 pieces 0.1 splits 38% "
-     "of the words otherwise and trained far more slowly (README); evaluation is never sampled."),
+     "of the words otherwise and trained far more slowly (docs/notes.md); evaluation is never sampled."),
 )
 MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_layers and num_decoder_layers
     ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr); each "

@@ -16,7 +16,7 @@ Why: a decoder step is hundreds of small ops on [B*K, D] tensors, too small for
 intra-op threads to share without losing more to handing work over than they
 gain (on the 2-core benchmark machine, 2 intra-op threads decode a batch of 32
 slower than 1). Two searches of 16 items on one thread each keep both cores
-busy (README, "Decoding against the engines"). Serve such an export with
+busy (docs/benchmarks.md). Serve such an export with
 intra-op parallelism 1 and inter-op parallelism >= P (TF Serving:
 ``--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=P``).
 """

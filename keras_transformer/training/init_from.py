@@ -77,7 +77,8 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
         if is_saved_model:
             models = loading.tokenizer_models(source)
         else:
-            models = {role: Path(t.model_path) for role, t in find_tokenizer(source, recipe, data_dir, corpus).models.items()}
+            found = find_tokenizer(source, recipe, data_dir, corpus)
+            models = {role: Path(t.model_path) for role, t in found.models.items()}
         for side in sides:
             target = tokenizer_path(side)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,8 @@ def test_nbest_in_input_order_best_first_without_empty_slots():
                                                   f"0 ||| {LINES[0]}#2 ||| -51.000000", "1 ||| #0 ||| 0.000000"]
     assert len(translation_lines.format_nbest(result)) == 3 * len(LINES) - 1
     assert len("\n".join(translation_lines.format_nbest(result)).splitlines()) == 3 * len(LINES) - 1
-    assert translation_lines.format_scored(["Hallo", ""], np.float32([-0.5, -1.25])) == ["-0.500000\tHallo", "-1.250000\t"]
+    assert translation_lines.format_scored(["Hallo", ""], np.float32([-0.5, -1.25])) == [
+        "-0.500000\tHallo", "-1.250000\t"]
 
     assert result.translations[4] == ["Kids.  #0", "Kids.  #1", "Kids.  #2"]  # one line each, whatever reads it
     assert translation_lines.translate_nbest(translator, LINES, 6, beam_size=6).translations[4][5] == "Kids.  #5"
