@@ -53,5 +53,5 @@ def test_recipe_files_of_older_versions_still_load():
 
 def test_a_parser_has_one_vocabulary():
     ptb = recipes.get("ptb_sample")
-    with pytest.raises(ValueError, match="^shared_vocabulary: a parser"):
+    with pytest.raises(ValueError, match="^shared_vocabulary: the parsing task reads and writes with one vocabulary"):
         dataclasses.replace(ptb, model=dataclasses.replace(ptb.model, shared_vocabulary=False))

@@ -57,13 +57,14 @@ def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp
 
 def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeypatch):
     import recipes
-    from keras_transformer import checkpoints, training
+    from keras_transformer import training
     from keras_transformer import pipeline as job
+    from keras_transformer.checkpoints import averaging
 
     (tmp_path / "averaged.json").write_text(json.dumps({"steps": [400, 420, 440]}))
     monkeypatch.setattr(training, "train", lambda *args, **kwargs: training.TrainSummary(
         steps=470, resumed_from=0, weights_sha256="", stopped_by_time=True, policy="float32"))
-    monkeypatch.setattr(checkpoints, "average_checkpoints", lambda *args, **kwargs: str(tmp_path / "averaged"))
+    monkeypatch.setattr(averaging, "average_checkpoints", lambda *args, **kwargs: str(tmp_path / "averaged"))
     lines = []
     _, trained = job.train_and_average(recipes.get("multi30k_demo"), str(tmp_path), "data", "one_device", lines.append)
     assert lines[0].startswith("[1/5] trained multi30k_demo to step 470 in ")
@@ -75,16 +76,17 @@ def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):
     import dataclasses
 
     import recipes
-    from keras_transformer import inference
     from keras_transformer import pipeline as job
+    from keras_transformer.tasks.base import Decoded
+    from keras_transformer.tasks.translation import TranslationTask
 
     references = ["Ein Hund läuft am Strand entlang .", "Zwei Männer spielen Fußball im Park ."]
     # α 1.0 gives the references back, α 0.6 and 1.2 a worse (equal) translation: 1.0 wins, ties keep the first.
     outputs = {0.6: ["Ein Hund läuft ."] * 2, 1.0: references, 1.2: ["Ein Hund läuft ."] * 2}
     splits = []
-    monkeypatch.setattr(job, "read_split", lambda recipe, split, data_dir: splits.append(split) or (
+    monkeypatch.setattr(TranslationTask, "read_split", lambda self, recipe, split, data_dir: splits.append(split) or (
         ["a", "b"], references))
-    monkeypatch.setattr(inference, "translate_lines", lambda translator, lines, alpha: (outputs[alpha], None))
+    monkeypatch.setattr(TranslationTask, "decode", lambda self, loaded, lines, alpha: Decoded(outputs[alpha], []))
     recipe = recipes.get("multi30k")
     grid = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, alpha_grid=(0.6, 1.0, 1.2)))
     lines = []

@@ -77,7 +77,7 @@ def test_the_export_carries_both_models_and_translates(run, corpus):
     # Sources go in through the English model, translations come out through the German one, in the export too.
     texts = tf.constant(SOURCES)
     translator = Translator(model, loaded, recipe)
-    ids = translator.encode(texts).numpy()
+    ids = translator.source_ids(texts).numpy()
     assert ids.tolist() == append_eos(loaded.source.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
     assert ids.tolist() != append_eos(loaded.target.tokenize(texts)).to_tensor(PAD_ID).numpy().tolist()
     sequences = translator.translate_ids(ids)["sequences"]  # [B, K, T]

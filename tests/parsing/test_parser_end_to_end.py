@@ -131,5 +131,7 @@ def test_parser_tools_refuse_what_they_cannot_serve(tmp_path, pipeline_run):
     out = run_cli("export", f"--model={root / 'run'}", f"--export_dir={tmp_path / 'ids'}", "--ids_only", check=False,
                   timeout=300)
     assert out.returncode == 2 and "error: --ids_only: a parser's export is text in, trees out" in out.stderr
-    out = run_cli("translate", f"--model={root / 'export'}", stdin="a b\n", check=False, timeout=300)
-    assert out.returncode == 2 and "is a constituency parser; kt-parse and kt-evaluate-parser serve it" in out.stderr
+    out = run_cli("evaluate", f"--model={root / 'export'}", "--split=val", check=False, timeout=300)
+    assert out.returncode == 2 and "is a parsing model, not translation; kt-parse and kt-evaluate-parser" in out.stderr
+    out = run_cli("translate", f"--model={root / 'export'}", "--nbest=2", stdin="a b\n", check=False, timeout=300)
+    assert out.returncode == 2 and "is a parsing model; its outputs have no n-best lists" in out.stderr

@@ -7,7 +7,7 @@ import pytest
 
 import recipes
 from keras_transformer.config import DataConfig, Recipe
-from keras_transformer.data import corpora, tokenizer
+from keras_transformer.data import tokenizer
 from keras_transformer.tasks.parsing import treebank
 from keras_transformer.tasks.parsing import trees
 
@@ -80,7 +80,7 @@ def test_missing_treebank_and_odd_names(tmp_path):
 
 
 def test_load_split_yields_sentence_tree_pairs(sample_data_dir):
-    pairs, stats = corpora.load_split(recipes.get("ptb_sample").data, "test", sample_data_dir)
+    pairs, stats = treebank.TREEBANK.load_split(recipes.get("ptb_sample").data, "test", sample_data_dir)
     first = next(iter(pairs.as_numpy_iterator()))
     assert first[0].decode().startswith("Companies listed below reported quarterly profit")  # wsj_0190.mrg
     assert first[1].decode().startswith("(S (NP (NP XX ) (VP XX (ADVP XX ) ) ) (VP XX ")
@@ -94,9 +94,9 @@ def test_tokenizer_keeps_every_label_whole(sample_data_dir, tmp_path, sample_spl
     from keras_transformer.tasks.parsing import constraint as tree_constraint
 
     recipe = recipes.get("ptb_sample")
-    tok = tokenizer.get_or_train(recipe, tmp_path, sample_data_dir)
+    tok = tokenizer.get_or_train(recipe, tmp_path, sample_data_dir, treebank.TREEBANK)
     assert tok.vocab_size == recipe.model.vocab_size
-    assert tokenizer.cache_key(recipe, sample_data_dir).startswith("ptb_en-tree_bpe4000_")
+    assert tokenizer.cache_key(recipe, sample_data_dir, corpus=treebank.TREEBANK).startswith("ptb_en-tree_bpe4000_")
     symbols = treebank.target_symbols(sample_splits["train"])
     assert len(symbols) == 28 and symbols[-2:] == [")", "XX"]
     pieces = tok.tokenize(symbols)
