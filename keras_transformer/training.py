@@ -23,7 +23,7 @@ from absl import logging
 
 from keras_transformer import _keras_compat
 from keras_transformer import callbacks as kt_callbacks
-from keras_transformer import precision
+from keras_transformer import precision, preemption
 from keras_transformer.config import STRATEGIES, Recipe
 from keras_transformer.data import batching
 from keras_transformer.tf_setup import quietly
@@ -224,7 +224,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
                                           t.early_stopping_patience)
         callbacks.append(keep_best)
     start = time.time()
-    with _keras_compat.quiet_fit():
+    with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
         history = model.fit(
             train_ds,
             validation_data=eval_ds,
@@ -232,7 +232,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
             initial_epoch=start_step // t.checkpoint_every,
             steps_per_epoch=batches_per_epoch,
             shuffle=False,  # the tf.data pipeline shuffles (batching.py)
-            callbacks=callbacks,
+            callbacks=callbacks + on_signal,
             verbose=(1 if interactive else 0) if verbose is None else verbose,
         )
     keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
