@@ -111,7 +111,8 @@ def task_id(strategy) -> int:
 
 
 def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy="mirrored", datasets=None,
-          verbose: Optional[int] = None, train_epochs: Optional[int] = None) -> TrainSummary:
+          verbose: Optional[int] = None, train_epochs: Optional[int] = None,
+          allow_data_change: bool = False) -> TrainSummary:
     """Train ``recipe`` into ``workdir``; resumable. Returns what it did (steps, losses, timing).
 
     ``strategy`` is a name for ``make_strategy`` or a ``tf.distribute.Strategy``.
@@ -134,19 +135,20 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     if recipe.train.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
     if not is_chief(strategy):  # every worker of a multi-worker run shares the chief's work directory, which it owns
-        return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+        return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs, allow_data_change)
     try:
         with workdir_lock.hold(workdir):
-            return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+            return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs, allow_data_change)
     except workdir_lock.WorkdirBusy as e:
         raise ValueError(f"workdir: {e}") from None
 
 
 def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.distribute.Strategy, datasets,
-           verbose: Optional[int], train_epochs: Optional[int]) -> TrainSummary:
-    from keras_transformer import checkpoint_health, checkpoints
+           verbose: Optional[int], train_epochs: Optional[int], allow_data_change: bool = False) -> TrainSummary:
+    from keras_transformer import checkpoint_health, checkpoints, data_fingerprint
 
     chief, paths = is_chief(strategy), WorkDir(workdir)
+    position = data_fingerprint.check(recipe, workdir, data_dir, allow_data_change, chief) if datasets is None else None
     fresh = checkpoints.prepare_workdir(recipe, workdir, data_dir)
     resume = checkpoints.resume_point(workdir) if chief else None  # refuses when every checkpoint is damaged
     if train_epochs is not None:
@@ -196,7 +198,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),
                             policy=policy)
     # Continue the data stream where the checkpoint left it: no batch seen twice, none skipped.
-    train_ds = train_ds.skip(start_step * plan.accumulation)
+    train_ds = train_ds.skip((position.skip_steps(start_step) if position else start_step) * plan.accumulation)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_ds = train_ds.with_options(options)
