@@ -272,7 +272,11 @@ class Recipe:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Recipe":
-        """Inverse of ``to_dict``. Fields this version does not know (from older recipe files) are ignored."""
+        """Inverse of ``to_dict``. An unknown key is a ValueError naming it (``recipe_keys``); keys older versions
+        wrote and this one no longer uses are dropped."""
+        from keras_transformer.recipe_keys import check_recipe_keys
+
+        d = check_recipe_keys(d, cls)
         data = dict(d["data"])
         if data.get("bucket_boundaries") is not None:
             data["bucket_boundaries"] = tuple(data["bucket_boundaries"])

@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "keras_transformer"
 
 # The floors, lowest first: a module may import from its own floor and the floors below it, never above.
 FLOORS = (
-    ("", "config", "workdir", "tf_setup", "_keras_compat", "precision"),  # "": the package's __init__
+    ("", "config", "recipe_keys", "workdir", "tf_setup", "_keras_compat", "precision"),  # "": the __init__
     ("layers", "model", "losses", "schedules"),
     ("data", "decoding", "checkpoints"),
     ("serving", "engines", "scoring", "plotting"),

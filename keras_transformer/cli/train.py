@@ -20,6 +20,8 @@ common.define_data_dir_flag()
 flags.DEFINE_string("workdir", None, "Work directory: checkpoints, TensorBoard logs, tokenizer, resolved recipe.")
 common.define_strategy_flag()
 flags.DEFINE_integer("train_epochs", None, "Instead of --train_steps: passes over the training corpus.")
+flags.DEFINE_boolean("allow_data_change", False, "Resume although the training corpus changed since the work "
+                     "directory recorded it (data_fingerprint.py); the data stream restarts at its beginning.")
 FLAGS = flags.FLAGS
 
 
@@ -33,7 +35,8 @@ def main(argv):
 
     try:
         data_dir = corpora.corpus_data_dir(recipe.data, FLAGS.data_dir)
-        summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy, train_epochs=FLAGS.train_epochs)
+        summary = training.train(recipe, FLAGS.workdir, data_dir, FLAGS.strategy, train_epochs=FLAGS.train_epochs,
+                                 allow_data_change=FLAGS.allow_data_change)
     except (ValueError, OSError) as e:  # OSError: a full disk, a read-only directory
         common.fail_with(e)
     logging.info("Trained to step %d", summary.steps)

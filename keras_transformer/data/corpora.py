@@ -47,7 +47,7 @@ from absl import logging
 
 from keras_transformer.config import DataConfig
 from keras_transformer.data import validation
-from keras_transformer.data.files import read_lines  # noqa: F401  (the corpus readers' line splitting)
+from keras_transformer.data.files import file_fingerprint, read_lines  # noqa: F401  (read_lines: also from here)
 from keras_transformer.data.reader import Corpus
 from keras_transformer.workdir import WorkDir
 
@@ -344,6 +344,14 @@ class TextCorpus(Corpus):
 
     def fingerprint(self, cfg, split, data_dir=None):
         return fingerprint(cfg, split, data_dir)
+
+    def training_fingerprint(self, cfg, data_dir=None):
+        """{"tfds": builder:split} for a TFDS corpus, else {"files": {path: files.file_fingerprint}}."""
+        split = cfg.train_split
+        if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
+            return {"tfds": f"{tfds_name(cfg)}:{split}"}
+        shards = split_shards(cfg, split, resolve_data_dir(data_dir))
+        return {"files": {str(p.resolve()): file_fingerprint(p) for shard in shards for p in shard}}
 
     def tokenizer_text(self, cfg, data_dir, workdir, side):
         """Local text: the seeded sample of at most ``tokenizer_sample_lines`` sentences that the corpus check

@@ -5,12 +5,14 @@
     check_output(path)             can it take output? checked before the work whose result goes there
     write_lines(path, lines)       whole or not at all; '-' is stdout
     read_lines(path) -> [line]     no checks: what the corpus readers use
+    file_fingerprint(path) -> {size, mtime_ns, edges_sha256}   names a file's content without reading it all
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import sys
 import zlib
@@ -114,3 +116,16 @@ def read_lines(path: Path) -> List[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+EDGE_BYTES = 4096  # hashed at each end of a local file
+
+
+def file_fingerprint(path: Path) -> dict:
+    """A file's size, mtime and a SHA-256 of its first and last ``EDGE_BYTES`` (never a full read)."""
+    st = path.stat()
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(EDGE_BYTES))
+        if st.st_size > EDGE_BYTES:
+            f.seek(max(EDGE_BYTES, st.st_size - EDGE_BYTES))
+            digest.update(f.read(EDGE_BYTES))
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "edges_sha256": digest.hexdigest()}

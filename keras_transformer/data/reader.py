@@ -29,6 +29,11 @@ class Corpus:
         ``side`` ("source", "target", or None for a shared vocabulary)."""
         raise NotImplementedError
 
+    def training_fingerprint(self, cfg: DataConfig, data_dir=None) -> dict:
+        """What a work directory records of its training split, to refuse resuming on other data
+        (``training/data_fingerprint.py``): by default the split's ``fingerprint``."""
+        return {"corpus": self.fingerprint(cfg, cfg.train_split, data_dir)}
+
     def tokenizer_key(self, cfg: DataConfig) -> dict:
         """What else names this corpus's tokenizer in its cache key (``tokenizer.cache_key``)."""
         return {}

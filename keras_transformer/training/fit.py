@@ -29,7 +29,7 @@ from keras_transformer.data import batching, build_datasets, tokenizer
 from keras_transformer.schedules import paper_adam
 from keras_transformer.tf_setup import quietly
 from keras_transformer.training import callbacks as kt_callbacks
-from keras_transformer.training import init_from
+from keras_transformer.training import data_fingerprint, init_from, preemption
 from keras_transformer.training import lock as workdir_lock
 from keras_transformer.training.train_step import TransformerTrainer, build_trainer
 from keras_transformer.workdir import WorkDir
@@ -114,7 +114,8 @@ def task_id(strategy) -> int:
 
 
 def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy="mirrored", datasets=None,
-          verbose: Optional[int] = None, train_epochs: Optional[int] = None) -> TrainSummary:
+          verbose: Optional[int] = None, train_epochs: Optional[int] = None,
+          allow_data_change: bool = False) -> TrainSummary:
     """Train ``recipe`` into ``workdir``; resumable. Returns what it did (steps, losses, timing).
 
     ``strategy`` is a name for ``make_strategy`` or a ``tf.distribute.Strategy``.
@@ -135,18 +136,19 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
     if recipe.train.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
     if not is_chief(strategy):  # every worker of a multi-worker run shares the chief's work directory, which it owns
-        return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+        return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs, allow_data_change)
     try:
         with workdir_lock.hold(workdir):
-            return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs)
+            return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs, allow_data_change)
     except workdir_lock.WorkdirBusy as e:
         raise ValueError(f"workdir: {e}") from None
 
 
 def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.distribute.Strategy, datasets,
-           verbose: Optional[int], train_epochs: Optional[int]) -> TrainSummary:
+           verbose: Optional[int], train_epochs: Optional[int], allow_data_change: bool = False) -> TrainSummary:
     chief, paths = is_chief(strategy), WorkDir(workdir)
     corpus = tasks.get(recipe).corpus
+    position = data_fingerprint.check(recipe, workdir, data_dir, allow_data_change, chief) if datasets is None else None
     fresh = init_from.prepare_workdir(recipe, workdir, data_dir, corpus)
     resume = checkpoints.resume_point(workdir) if chief else None  # refuses when every checkpoint is damaged
     if train_epochs is not None:
@@ -195,7 +197,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),
                             policy=policy)
     # Continue the data stream where the checkpoint left it: no batch seen twice, none skipped.
-    train_ds = train_ds.skip(start_step * plan.accumulation)
+    train_ds = train_ds.skip((position.skip_steps(start_step) if position else start_step) * plan.accumulation)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_ds = train_ds.with_options(options)
@@ -220,7 +222,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
                                           t.early_stopping_patience)
         callbacks.append(keep_best)
     start = time.time()
-    with _keras_compat.quiet_fit():
+    with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
         history = model.fit(
             train_ds,
             validation_data=eval_ds,
@@ -228,7 +230,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
             initial_epoch=start_step // t.checkpoint_every,
             steps_per_epoch=batches_per_epoch,
             shuffle=False,  # the tf.data pipeline shuffles (batching.py)
-            callbacks=callbacks,
+            callbacks=callbacks + on_signal,
             verbose=(1 if interactive else 0) if verbose is None else verbose,
         )
     keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)

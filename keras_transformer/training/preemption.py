@@ -1,0 +1,127 @@
+"""SIGTERM and SIGINT during training: stop at the next step, save that step's checkpoint, exit 143 or 130.
+
+A scheduler preempting a job sends SIGTERM (then SIGKILL after a grace period); a user presses Ctrl-C (SIGINT).
+Either used to kill ``kt-train`` where it stood, losing every step since the last periodic checkpoint. Around
+``model.fit``, :func:`catch_signals` installs handlers that only record the signal; the :class:`StopOnSignal`
+callback reads that flag at each batch end (a Python attribute read: no other cost per step) and then
+
+1. saves the optimizer's current step through the run's own ``checkpoints.CheckpointState`` (atomic, as every
+   checkpoint is), unless a periodic checkpoint of that step already exists;
+2. prints one line naming it::
+
+       interrupted by SIGTERM at step 37: saved runs/x/checkpoints/ckpt-37; run the same command to resume
+
+3. raises :class:`TrainingInterrupted`, a ``SystemExit`` with code 128 + the signal's number (143 for SIGTERM,
+   130 for SIGINT): it unwinds ``training.train`` (the work directory's lock is released) and the program exits
+   with that code, without a traceback.
+
+The same command then resumes from that checkpoint: training skips ``step * accumulation`` batches of its
+deterministic stream, so the resumed run sees the batches an uninterrupted one would, and its weights end
+bit-identical (``training.weights_digest``). A checkpoint written between the micro-batches of one accumulated
+update holds that update's step: the accumulators live outside checkpoints, and the resumed run replays the
+update's micro-batches from its first.
+
+After the first signal SIGINT gets its default action back, so a second Ctrl-C stops at once (checkpoints are
+written atomically, so one cut short leaves the earlier ones intact); a repeated SIGTERM is only recorded again.
+Handlers are installed from the main thread only (Python delivers signals there; a run in another thread keeps
+the process's handlers) and the previous ones are restored when training ends, however it ends.
+
+Not handled: ``MultiWorkerMirroredStrategy``. Its checkpoints are collective, so one worker saving on its own
+signal would wait forever for the others; TensorFlow's ``tf.distribute.experimental.PreemptionCheckpointHandler``
+is the mechanism there, and a multi-worker run keeps the default signal actions (the last periodic checkpoint is
+where it resumes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Iterator, Optional
+
+import keras
+import tensorflow as tf
+
+if TYPE_CHECKING:
+    from keras_transformer.checkpoints.state import CheckpointState
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class TrainingInterrupted(SystemExit):
+    """Training stopped on a signal after saving ``step`` at ``path``; exits with code 128 + the signal number."""
+
+    def __init__(self, signum: int, step: int, path: str):
+        super().__init__(128 + signum)
+        self.signum, self.step, self.path = signum, step, path
+
+    @property
+    def message(self) -> str:
+        return (f"interrupted by {signal.Signals(self.signum).name} at step {self.step}: saved {self.path}; "
+                "run the same command to resume")
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Stops training at the batch end after a signal :func:`catch_signals` recorded, saving that step first."""
+
+    def __init__(self, state: CheckpointState):
+        super().__init__()
+        self.state = state
+        self.signum: Optional[int] = None  # set by the signal handler; read at each batch end
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.signum is not None:
+            self.stop()
+
+    def on_test_batch_end(self, batch, logs=None):  # validation between checkpoint intervals: stop there too
+        if self.signum is not None:
+            self.stop()
+
+    def stop(self) -> None:
+        """Save the optimizer's current step (unless a checkpoint of it exists), print the line, raise."""
+        from keras_transformer.schedules import optimizer_step
+
+        step = optimizer_step(self.model.optimizer)
+        path = os.path.join(self.state.manager.directory, f"ckpt-{step}")
+        if path not in self.state.manager.checkpoints:
+            path = self.state.save(step)
+        interrupted = TrainingInterrupted(self.signum, step, path)
+        print(interrupted.message, file=sys.stderr, flush=True)
+        raise interrupted
+
+
+def _record(callback: StopOnSignal):
+    def handler(signum, frame):
+        del frame
+        if callback.signum is None:
+            callback.signum = signum
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C stops at once
+
+    return handler
+
+
+@contextlib.contextmanager
+def catch_signals(state: CheckpointState, strategy: tf.distribute.Strategy) -> Iterator[list]:
+    """Around ``model.fit``: yields the callbacks to add (a :class:`StopOnSignal`, or none where signals are not
+    caught: outside the main thread, under ``MultiWorkerMirroredStrategy``).
+
+    Restores the previous handlers on leaving. A signal that came after the last batch end (during the last
+    validation or the final save) still stops the program once ``fit`` has returned, the same way.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+        yield []
+        return
+    callback = StopOnSignal(state)
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    try:
+        for signum in SIGNALS:
+            signal.signal(signum, _record(callback))
+        yield [callback]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    if callback.signum is not None and callback.model is not None:
+        callback.stop()
