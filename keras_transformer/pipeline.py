@@ -19,7 +19,7 @@ from keras_transformer import artifacts, inference, tasks, training
 from keras_transformer.checkpoints import averaging
 from keras_transformer.config import DecodeConfig, Recipe
 from keras_transformer.data import corpora
-from keras_transformer.serving import writer
+from keras_transformer.serving import loading, writer
 from keras_transformer.workdir import WorkDir
 
 METADATA_FILE = "metadata.json"
@@ -59,22 +59,41 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
     task = tasks.get(recipe)
     samples = list(task.sample_sentences if samples is None else samples)
     data_dir = str(corpora.resolve_data_dir(data_dir))
-    averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
-    averaged_model = inference.load(workdir, "averaged", data_dir)
-    decode, alpha_scores = choose_alpha(recipe, averaged_model, data_dir, log)
+    stages = Stages(workdir, recipe, eval_sentences)
+    if stages.get("trained") and Path(f"{stages.get('trained')['averaged']}.index").is_file():
+        averaged, trained = stages.get("trained")["averaged"], stages.get("trained")["record"]
+        log(f"[1/5] already trained {recipe.name} to step {trained['step']} ({stages.path} records it)")
+        log(f"[2/5] already averaged steps {trained['averaged_steps']} into {averaged}")
+    else:
+        averaged, trained = train_and_average(recipe, workdir, data_dir, strategy, log)
+        stages.finish("trained", {"averaged": averaged, "record": trained})
 
     inputs, references = task.read_split(recipe, recipe.data.test_split, data_dir)
     if eval_sentences:
         inputs, references = inputs[:eval_sentences], references[:eval_sentences]
-    scores, _ = task.evaluate(averaged_model, inputs, references, alpha=decode.alpha)
-    log(f"[3/5] {recipe.data.test_split} ({len(inputs)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
-        f"{scores['seconds']:.0f} s): {task.format_scores(scores)}")
+    evaluated = stages.get("evaluated")
+    if evaluated and evaluated["averaged"] == averaged:
+        decode = dataclasses.replace(recipe.decode, **evaluated["decode"])
+        alpha_scores, scores = evaluated["alpha_scores"], evaluated["scores"]
+        log(f"[3/5] already evaluated on {recipe.data.test_split} ({len(inputs)} sentences, α {decode.alpha:g}): "
+            f"{task.format_scores(scores)}")
+    else:
+        averaged_model = inference.load(workdir, "averaged", data_dir)
+        decode, alpha_scores = choose_alpha(recipe, averaged_model, data_dir, log)
+        scores, _ = task.evaluate(averaged_model, inputs, references, alpha=decode.alpha)
+        log(f"[3/5] {recipe.data.test_split} ({len(inputs)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
+            f"{scores['seconds']:.0f} s): {task.format_scores(scores)}")
+        stages.finish("evaluated", {"averaged": averaged, "alpha_scores": alpha_scores, "scores": scores,
+                                    "decode": {"alpha": decode.alpha}})
     for shipped in shipped_results(recipe, export_dir):
         log(f"      shipped {os.path.relpath(shipped['export_dir'])} ({shipped['recipe']}, "
             f"{shipped['train_seconds'] / 60:.0f} min of training): {task.metric.upper()} {shipped[task.metric]:.2f}; "
             f"reproduce: {shipped['command']}")
 
-    export_averaged(workdir, averaged, export_dir, data_dir, log, decode)
+    if exported_from(export_dir) == checkpoint_name(workdir, averaged):
+        log(f"[4/5] already exported to {export_dir} (its export.json names {checkpoint_name(workdir, averaged)})")
+    else:
+        export_averaged(workdir, averaged, export_dir, data_dir, log, decode)
 
     outputs = task.decode(inference.load(export_dir), samples).outputs
     log("[5/5] outputs of the exported model:")
@@ -142,9 +161,60 @@ def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str,
     model, loaded_recipe, tokenizer = artifacts.load_model(workdir, "averaged", data_dir, task.corpus)
     if decode is not None:
         loaded_recipe = dataclasses.replace(loaded_recipe, decode=decode)
-    named = os.path.join(workdir, os.path.relpath(averaged, os.path.abspath(workdir)))  # under --workdir as given
-    writer.write(task.module(model, tokenizer, loaded_recipe), export_dir, info={"checkpoint": named})
+    info = {"checkpoint": checkpoint_name(workdir, averaged)}
+    writer.write(task.module(model, tokenizer, loaded_recipe), export_dir, info=info)
     log(f"[4/5] exported the SavedModel to {export_dir}")
+
+
+def checkpoint_name(workdir: str, averaged: str) -> str:
+    """The averaged checkpoint named under ``workdir`` as given (relative stays relative), as an export records it."""
+    return os.path.join(workdir, os.path.relpath(averaged, os.path.abspath(workdir)))
+
+
+def exported_from(export_dir: str) -> Optional[str]:
+    """The checkpoint an export in ``export_dir`` was made from (its export.json), None where there is none."""
+    try:
+        return loading.read_info(export_dir).get("checkpoint")
+    except (OSError, ValueError):
+        return None
+
+
+def export_in_the_way(workdir: str, export_dir: str) -> Optional[str]:
+    """Why ``export_dir`` cannot take this job's export (a non-empty directory that is not an export of
+    ``workdir``'s averaged checkpoints), or None: a re-run after success finds its own export there."""
+    if not os.path.exists(export_dir) or (os.path.isdir(export_dir) and not os.listdir(export_dir)):
+        return None
+    source = exported_from(export_dir)
+    ours = os.path.join(os.path.normpath(workdir), "averaged", "")
+    if source is not None and os.path.normpath(source).startswith(ours):
+        return None
+    return (f"{export_dir} exists and is not an empty directory{f' (an export of {source})' if source else ''}; an "
+            "export is never written over another: remove it or choose another")
+
+
+class Stages:
+    """What the pipeline has finished in a work directory (``<workdir>/pipeline.json``): the same command run
+    again, after an interruption or after success, skips what is done and says so. A record is kept only for
+    the same recipe and ``eval_sentences``; it is written whole or not at all, after its stage."""
+
+    def __init__(self, workdir: str, recipe: Recipe, eval_sentences: Optional[int]):
+        self.path = WorkDir(workdir).pipeline_state
+        self.key = {"recipe": recipe.to_dict(), "eval_sentences": eval_sentences}
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        self.done = saved.get("done", {}) if saved.get("key") == self.key else {}
+
+    def get(self, stage: str) -> Optional[dict]:
+        return self.done.get(stage)
+
+    def finish(self, stage: str, record: dict) -> None:
+        self.done[stage] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(f"{self.path.name}.partial-{os.getpid()}")
+        partial.write_text(json.dumps({"key": self.key, "done": self.done}, indent=1, ensure_ascii=False) + "\n")
+        os.replace(partial, self.path)
 
 
 def write_metadata(export_dir: str, recipe: Recipe, command: Optional[str], trained: dict, results: dict) -> dict:

@@ -11,6 +11,7 @@
       averaged/ckpt-<step>     averages of checkpoints (§6.1), a .json beside each  WorkDir.averaged
       tensorboard/             TensorBoard scalars                        WorkDir.tensorboard
       train_summary.json       what the last training call did           WorkDir.train_summary
+      pipeline.json            the kt-pipeline stages finished           WorkDir.pipeline_state
       corpus_fingerprint.json  the training corpus it was trained on     WorkDir.corpus_fingerprint (data_fingerprint)
 
 Only names and the recipe file live here (no TensorFlow): writing and reading checkpoints is
@@ -56,6 +57,7 @@ class WorkDir:
     averaged = property(lambda self: self.root / "averaged")
     tensorboard = property(lambda self: self.root / "tensorboard")
     train_summary = property(lambda self: self.root / "train_summary.json")
+    pipeline_state = property(lambda self: self.root / "pipeline.json")
     corpus_fingerprint = property(lambda self: self.root / "corpus_fingerprint.json")
 
     def write_recipe(self, recipe: Recipe) -> None:

@@ -1,6 +1,7 @@
 """The README's main command, on the tiny recipe: train, average, evaluate, export, translate."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from tests.support import run_cli
 @pytest.mark.slow
 def test_kt_pipeline_end_to_end(tmp_path):
     export_dir = tmp_path / "export"
-    out = run_cli("pipeline", "--recipe=tiny", "--train_steps=40", "--checkpoint_every=20",
-                  f"--workdir={tmp_path / 'run'}", f"--export_dir={export_dir}", "--eval_sentences=16", timeout=900)
+    command = ("pipeline", "--recipe=tiny", "--train_steps=40", "--checkpoint_every=20", f"--workdir={tmp_path / 'run'}",
+               f"--export_dir={export_dir}", "--eval_sentences=16")
+    out = run_cli(*command, timeout=900)
     for stage in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
         assert stage in out.stdout
     metadata = json.loads((export_dir / "metadata.json").read_text())
@@ -29,6 +31,25 @@ def test_kt_pipeline_end_to_end(tmp_path):
     shipped = json.loads(Path(REPO_ROOT, "saved_models", "multi30k_en_de", "metadata.json").read_text())
     assert ("shipped " in out.stdout and f"BLEU {shipped['bleu']:.2f}" in out.stdout
             and "reproduce: kt-pipeline --recipe=multi30k --workdir=runs/multi30k" in out.stdout), out.stdout
+
+    # The same command again, after success: every stage is recognised as done, the export and metadata stay.
+    again = run_cli(*command, timeout=600)
+    for line in ("[1/5] already trained tiny to step 40", "[2/5] already averaged steps [20, 40]",
+                 "[3/5] already evaluated on test_2016_flickr", "[4/5] already exported to"):
+        assert line in again.stdout, again.stdout
+    assert json.loads((export_dir / "metadata.json").read_text()) == metadata
+    # Interrupted before its export was written: the same command exports, and redoes nothing else.
+    shutil.rmtree(export_dir)
+    third = run_cli(*command, timeout=600)
+    assert "[3/5] already evaluated" in third.stdout and "[4/5] exported the SavedModel" in third.stdout
+    assert json.loads((export_dir / "metadata.json").read_text()) == metadata
+    # Another export in the way is still refused, before any work.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    refused = run_cli(*command[:-2], f"--export_dir={other}", "--eval_sentences=16", check=False, timeout=300)
+    assert refused.returncode == 2 and "error: --export_dir:" in refused.stderr
+    assert "exists and is not an empty directory" in refused.stderr
 
 
 def _write_metadata(directory, **fields):

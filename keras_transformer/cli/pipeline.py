@@ -5,13 +5,15 @@
     kt-pipeline --recipe=base --train_prefix=data/train --eval_prefix=data/dev --test_prefix=data/test
                 --source_lang=en --target_lang=de --vocab_size=32000 --workdir=runs/mine --export_dir=saved_models/mine
 
-Every recipe field a user sets has a flag (the same as kt-train's). Re-running resumes training from the work
-directory's last checkpoint.
+Every recipe field a user sets has a flag (the same as kt-train's). The same command run again, after an
+interruption (a kill, SIGTERM, Ctrl-C) or after success, finishes the job without redoing finished stages:
+training resumes from the work directory's last checkpoint, and the stages it recorded as done
+(<workdir>/pipeline.json: trained and averaged, evaluated, exported) are skipped with a line saying so. An
+--export_dir holding another export is refused.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 
@@ -37,11 +39,11 @@ def main(argv):
     if data.corpus == "text" and not data.test_prefix and not data.test_split.startswith("newstest"):
         common.fail(f"--test_prefix: required with corpus text to evaluate on --test_split={data.test_split} "
                     "(or give --test_split=newstest2014)")
-    if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir) and not os.listdir(FLAGS.export_dir)):
-        common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory (an export is never "
-                    "written over another); remove it or choose another")
-    from keras_transformer.pipeline import run_job
+    from keras_transformer.pipeline import export_in_the_way, run_job
 
+    problem = export_in_the_way(FLAGS.workdir, FLAGS.export_dir)
+    if problem:
+        common.fail(f"--export_dir: {problem}")
     try:
         run_job(recipe, FLAGS.workdir, FLAGS.export_dir, FLAGS.data_dir, FLAGS.strategy, FLAGS.eval_sentences,
                 command=shlex.join(["kt-pipeline", *sys.argv[1:]]))
