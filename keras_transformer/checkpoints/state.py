@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import List, NamedTuple, Union
 
+import keras
 import tensorflow as tf
 
 from keras_transformer.checkpoints import health as checkpoint_health
@@ -56,11 +57,14 @@ class CheckpointState:
 
     A ``tf.train.CheckpointManager`` writes a checkpoint's files first and only then points its index at them,
     so a process killed mid-write leaves the previous checkpoint intact and a restart resumes from it with the
-    step counter and the optimizer's moments restored.
+    step counter, the optimizer's moments and the dropout layers' random-generator states restored: a resumed
+    run draws the dropout masks an uninterrupted one would, and ends with the same weights. (A checkpoint
+    written before the generator states were saved restores without them.)
     """
 
     def __init__(self, model, directory, max_to_keep=5, is_chief=True, task_id=0):
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self._seeds = tf.train.Checkpoint(seeds=seed_states(model))
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, seeds=self._seeds.seeds)
         # Under multi-worker training every worker must write; only the chief's files are kept.
         directory = directory if is_chief else os.path.join(directory, f".worker_{task_id}")
         self.is_chief = is_chief
@@ -68,7 +72,9 @@ class CheckpointState:
 
     def restore(self, prefix: str) -> int:
         """Restore the checkpoint at ``prefix``; returns its step."""
-        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        model, optimizer = self.checkpoint.model, self.checkpoint.optimizer
+        tf.train.Checkpoint(model=model, optimizer=optimizer).restore(prefix).assert_existing_objects_matched()
+        self._seeds.read(prefix).expect_partial()  # absent from older checkpoints: the generators start afresh
         return checkpoint_step(prefix)
 
     def restore_latest(self) -> int:
@@ -103,6 +109,13 @@ class CheckpointState:
             scratch = os.path.join(os.path.dirname(prefix), f".worker_{id(self)}")
             self.checkpoint.write(os.path.join(scratch, "ckpt"))
             tf.io.gfile.rmtree(scratch)
+
+
+def seed_states(model) -> list:
+    """The ``tf.Variable`` state of each random generator of ``model`` (its dropout layers' ``SeedGenerator``):
+    not weights, but what decides the dropout masks of the next steps."""
+    return [v.value for v in model.variables
+            if isinstance(v, keras.Variable) and v.path.endswith("seed_generator_state")]
 
 
 def checkpoint_write_error(prefix: str, error: Exception) -> OSError:

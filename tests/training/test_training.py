@@ -116,3 +116,18 @@ def test_mixed_precision_without_bfloat16_hardware_trains_float32_and_says_so(ti
     assert json.loads((tmp_path / "train_summary.json").read_text())["policy"] == "float32"
     assert "mixed_precision: this machine has no bfloat16 arithmetic" in capsys.readouterr().err
     assert WorkDir(tmp_path).read_recipe() == recipe  # the recipe keeps asking: another machine may have it
+
+
+@pytest.mark.slow
+def test_a_resumed_run_with_dropout_ends_with_the_weights_of_an_uninterrupted_one(tiny_recipe, tmp_path):
+    """The dropout layers' generator states are in the checkpoint: after a resume the masks are the ones an
+    uninterrupted run draws, so 3 + 3 steps end bit for bit where 6 steps do."""
+    import dataclasses
+
+    recipe = _recipe(tiny_recipe)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, dropout=0.3))
+    whole = training.train(recipe, str(tmp_path / "whole"), strategy="one_device", datasets=_datasets(), verbose=0)
+    first = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=3))
+    training.train(first, str(tmp_path / "split"), strategy="one_device", datasets=_datasets(), verbose=0)
+    resumed = training.train(recipe, str(tmp_path / "split"), strategy="one_device", datasets=_datasets(), verbose=0)
+    assert resumed.resumed_from == 3 and resumed.weights_sha256 == whole.weights_sha256
