@@ -162,8 +162,11 @@ class TrainConfig:
     checkpoint_every: int = 1000  # steps between checkpoints; also the validation cadence (one Keras epoch)
     keep_checkpoints: int = 5  # §6.1 averages the last 5
     eval_batches: int = 50  # validation batches per epoch; 0 -> whole eval split
-    bleu_samples: int = 0  # dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 -> off
-    keep_best_by: str = ""  # "val_loss" or "val_bleu" (needs bleu_samples): keep the best checkpoints apart
+    # Dev inputs decoded and scored by the task's metric at each checkpoint (translation: BLEU and chrF, parsing:
+    # labeled F1); 0 -> off.
+    bleu_samples: int = 0
+    # "val_loss", or the task's dev metric "val_bleu" / "val_f1" (needs bleu_samples): keep the best checkpoints apart
+    keep_best_by: str = ""
     keep_best: int = 5  # how many best checkpoints keep_best_by keeps
     early_stopping_patience: int = 0  # stop after N validations without a new best keep_best_by; 0 -> off
     init_from: str = ""  # a work directory or SavedModel whose weights and tokenizer start this run
@@ -182,10 +185,10 @@ class TrainConfig:
         _require(self.keep_checkpoints > 0, "keep_checkpoints", "must be positive")
         _require(self.eval_batches >= 0, "eval_batches", "must be >= 0")
         _require(self.bleu_samples >= 0, "bleu_samples", "must be >= 0")
-        _require(self.keep_best_by in ("", "val_loss", "val_bleu"), "keep_best_by",
-                 f"must be val_loss or val_bleu, got {self.keep_best_by!r}")
-        _require(self.keep_best_by != "val_bleu" or self.bleu_samples > 0, "keep_best_by",
-                 "val_bleu needs bleu_samples > 0 (dev BLEU is computed at each checkpoint)")
+        _require(self.keep_best_by in ("", "val_loss", "val_bleu", "val_f1"), "keep_best_by",
+                 f"must be val_loss, val_bleu (translation) or val_f1 (parsing), got {self.keep_best_by!r}")
+        _require(self.keep_best_by in ("", "val_loss") or self.bleu_samples > 0, "keep_best_by",
+                 f"{self.keep_best_by} needs bleu_samples > 0 (the dev score is computed at each checkpoint)")
         _require(self.keep_best > 0, "keep_best", "must be positive")
         _require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
         _require(not self.early_stopping_patience or self.keep_best_by, "early_stopping_patience",

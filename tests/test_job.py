@@ -14,8 +14,8 @@ from tests.support import run_cli
 @pytest.mark.slow
 def test_kt_pipeline_end_to_end(tmp_path):
     export_dir = tmp_path / "export"
-    command = ("pipeline", "--recipe=tiny", "--train_steps=40", "--checkpoint_every=20", f"--workdir={tmp_path / 'run'}",
-               f"--export_dir={export_dir}", "--eval_sentences=16")
+    command = ("pipeline", "--recipe=tiny", "--train_steps=40", "--checkpoint_every=20",
+               f"--workdir={tmp_path / 'run'}", f"--export_dir={export_dir}", "--eval_sentences=16")
     out = run_cli(*command, timeout=900)
     for stage in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
         assert stage in out.stdout

@@ -75,9 +75,10 @@ TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
      "and the device count."),
     ("integer", "checkpoint_every", "Save (and validate) every N steps."),
     ("integer", "keep_checkpoints", "Keep the last K checkpoints."),
-    ("integer", "bleu_samples", "Dev pairs beam-decoded and scored (BLEU, chrF) at each checkpoint; 0 = off."),
-    ("string", "keep_best_by", "val_loss or val_bleu (val_bleu needs --bleu_samples): also keep the best "
-     "checkpoints by this validation score."),
+    ("integer", "bleu_samples", "Dev inputs decoded and scored by the task's metric at each checkpoint "
+     "(translation: BLEU and chrF; parsing: labeled F1); 0 = off."),
+    ("string", "keep_best_by", "val_loss, or the task's dev score val_bleu (translation) or val_f1 (parsing), which "
+     "needs --bleu_samples: also keep the best checkpoints by this validation score."),
     ("integer", "keep_best", "How many best checkpoints --keep_best_by keeps."),
     ("integer", "early_stopping_patience", "Stop after N validations without a new best --keep_best_by; 0 = off."),
     ("string", "init_from", "A training work directory or SavedModel whose weights and tokenizer start this run."),

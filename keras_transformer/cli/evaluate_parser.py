@@ -68,10 +68,10 @@ def main(argv):
     gold = _gold_trees(parser)[:FLAGS.max_sentences]
     if not gold:
         common.fail("--trees: no trees to score")
-    from keras_transformer.tasks.parsing import metric, task
+    from keras_transformer.tasks.parsing import lines, metric
 
     try:
-        scores, parses = task.evaluate(parser, gold, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+        scores, parses = lines.evaluate(parser, gold, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
                                           FLAGS.extra_length, FLAGS.constrained)
     except ValueError as e:
         common.fail(f"--{'trees' if FLAGS.trees else 'split'}: {e}")

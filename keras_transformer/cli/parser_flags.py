@@ -24,7 +24,7 @@ def load_parser():
 
 def parse(parser, sentences):
     """``Parses`` of sentences with the decoding flags."""
-    from keras_transformer.tasks.parsing import task
+    from keras_transformer.tasks.parsing import lines
 
-    return task.parse_lines(parser, sentences, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
-                            FLAGS.extra_length, FLAGS.constrained)
+    return lines.parse_lines(parser, sentences, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
+                             FLAGS.extra_length, FLAGS.constrained)

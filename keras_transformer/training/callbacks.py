@@ -49,15 +49,15 @@ class KeepBest(keras.callbacks.Callback):
     """Keep the ``keep`` best checkpoints by a validation score in ``directory``; stop after ``patience``
     validations without a new best (0: never).
 
-    ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or ``val_bleu`` (higher;
-    logged by ``DevBleu``, which must run first). ``directory/best.json`` (``BEST_MANIFEST``) holds every validation's
+    ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or a task's dev score, ``val_bleu``
+    or ``val_f1`` (higher; logged by ``DevBleu`` or ``DevF1``, which must run first). ``directory/best.json`` (``BEST_MANIFEST``) holds every validation's
     (step, score) and the kept ones, best first, so a resumed run keeps its ranking and its patience.
     """
 
     def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0):
         super().__init__()
         self.state, self.directory, self.monitor, self.keep, self.patience = state, directory, monitor, keep, patience
-        self.sign = -1.0 if monitor == "val_bleu" else 1.0  # lower sign * score is better
+        self.sign = 1.0 if monitor == "val_loss" else -1.0  # lower sign * score is better: a loss, or -BLEU, -F1
         self.manifest = os.path.join(directory, BEST_MANIFEST)
         saved = json.loads(tf.io.gfile.GFile(self.manifest).read()) if tf.io.gfile.exists(self.manifest) else {}
         if saved and saved["monitor"] != monitor:

@@ -133,8 +133,11 @@ def train(recipe: Recipe, workdir: str, data_dir: Optional[str] = None, strategy
         raise ValueError(f"train_epochs: must be positive, got {train_epochs}")
     if isinstance(strategy, str):
         strategy = make_strategy(strategy)
-    if recipe.train.keep_best_by == "val_bleu" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        raise ValueError("keep_best_by: val_bleu is computed on the chief only; use val_loss with multi_worker")
+    best_by, metric = recipe.train.keep_best_by, tasks.get(recipe).metric
+    if best_by not in ("", "val_loss", f"val_{metric}"):
+        raise ValueError(f"keep_best_by: the {recipe.task} task's dev score is val_{metric}, not {best_by}")
+    if best_by == f"val_{metric}" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        raise ValueError(f"keep_best_by: {best_by} is computed on the chief only; use val_loss with multi_worker")
     if not is_chief(strategy):  # every worker of a multi-worker run shares the chief's work directory, which it owns
         return _train(recipe, workdir, data_dir, strategy, datasets, verbose, train_epochs, allow_data_change)
     try:

@@ -108,7 +108,7 @@ def test_kt_data_report_takes_the_data_flags_only():
     (["--norm=sandwich"], "error: --norm: must be 'post' or 'pre', got 'sandwich'"),
     (["--train_steps=-5"], "error: --train_steps: must be positive"),
     (["--gradient_accumulation_steps=-1"], "error: --gradient_accumulation_steps: must be >= 0"),
-    (["--keep_best_by=bleu"], "error: --keep_best_by: must be val_loss or val_bleu, got 'bleu'"),
+    (["--keep_best_by=bleu"], "error: --keep_best_by: must be val_loss, val_bleu (translation) or val_f1 (parsing), got 'bleu'"),
     (["--keep_best_by=val_bleu"], "error: --keep_best_by: val_bleu needs bleu_samples > 0"),
     (["--keep_best=0", "--keep_best_by=val_loss"], "error: --keep_best: must be positive"),
     (["--early_stopping_patience=3"], "error: --early_stopping_patience: needs keep_best_by"),

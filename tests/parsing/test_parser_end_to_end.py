@@ -10,7 +10,7 @@ import tensorflow as tf
 import recipes
 from keras_transformer import PAD_ID
 from keras_transformer.tasks.parsing import metric as parse_scoring
-from keras_transformer.tasks.parsing import task as parsing
+from keras_transformer.tasks.parsing import lines as parsing
 from keras_transformer.config import PARALLEL_SEARCHES, DecodeConfig
 from keras_transformer.tasks.parsing import trees
 from keras_transformer.data.tokenizer import append_eos

@@ -1,5 +1,6 @@
 """A work directory records its training corpus; a resumed run on changed files is refused naming the file, or with
---allow_data_change restarts the data stream at the new corpus's beginning (keras_transformer/training/data_fingerprint.py)."""
+--allow_data_change restarts the data stream at the new corpus's beginning
+(keras_transformer/training/data_fingerprint.py)."""
 
 import dataclasses
 import json

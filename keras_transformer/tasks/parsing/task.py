@@ -1,96 +1,15 @@
-"""Parsing (§6.3) over many sentences, checked and scored, and the parsing task the shared code calls.
-
-    parse_lines(parser, sentences, batch_size=32, beam_size=None, alpha=None, extra_length=None, constrained=True)
-        -> Parses(trees, linearized, scores, repaired, problems)
-    evaluate(parser, gold_trees, ...) -> metric.score's dict + repaired, seconds, decoding options
-    ParsingTask   the ``tasks.base.Task`` of parsing: treebank corpus, Parser exports, EVALB F1
-
-``parser`` is an ``artifacts.Loaded`` parser (``inference.load``): a SavedModel's ``parse_with_options`` or a
-work directory's ``Parser``. ``parse_lines`` checks every tree in Python (one tree over exactly the input's
-words) and repairs any that is not (``trees.repair``), counting them: 0 with the constraint, by
-construction. ``constrained=False`` (work directories only) decodes with the plain beam search and repairs
-in Python, which measures how often a free decoder's output is not a tree.
-"""
+"""The parsing task (§6.3): the ``tasks.base.Task`` the shared code calls for a parser: the treebank corpus,
+``Parser`` exports, many sentences at once (``lines.py``), EVALB F1 (``metric.py``) and dev F1 (``dev.py``)."""
 
 from __future__ import annotations
 
-import collections
-import time
-from typing import List, NamedTuple, Optional, Sequence, Tuple
-
-import numpy as np
-import tensorflow as tf
-
 from keras_transformer.data import corpora
-from keras_transformer.decoding.lines import length_batches
 from keras_transformer.tasks.base import Decoded, Task
 from keras_transformer.tasks.parsing import metric, treebank
 from keras_transformer.tasks.parsing import trees as trees_lib
-from keras_transformer.tasks.parsing.module import Parser, split_words
-
-
-class Parses(NamedTuple):
-    trees: List[str]  # one line of PTB brackets per sentence, words in place, POS tags XX
-    linearized: List[str]  # the decoder's best sequence, as it came
-    scores: np.ndarray  # [N] log P / lp of the best sequence
-    repaired: int  # outputs that were not one tree over exactly the sentence's words
-    problems: collections.Counter  # what repair fixed, by kind
-
-
-def _checked(tree: str, words: List[str]) -> bool:
-    try:
-        found = trees_lib.read_trees(tree)
-    except ValueError:
-        return False
-    return len(found) == 1 and trees_lib.words(found[0]) == [trees_lib.escape_word(w) for w in words]
-
-
-def parse_lines(parser, sentences: Sequence[str], batch_size: int = 32,
-                beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                extra_length: Optional[int] = None, constrained: bool = True) -> Parses:
-    """Trees of ``sentences`` (space-separated words), in input order; None options take the recipe's."""
-    if not constrained and parser.unconstrained is None:
-        raise ValueError("constrained: unconstrained decoding needs a work directory, not a SavedModel")
-    options = tuple(d if v is None else v for v, d in zip((beam_size, alpha, extra_length), parser.defaults))
-    tensors = (tf.constant(options[0], tf.int32), tf.constant(options[1], tf.float32),
-               tf.constant(options[2], tf.int32))
-    n = len(sentences)
-    trees, linearized, scores = [""] * n, [""] * n, np.zeros([n], np.float32)
-    repaired, problems = 0, collections.Counter()
-    for batch in length_batches(list(sentences), batch_size):
-        inputs = tf.constant([sentences[i] for i in batch], tf.string)
-        out = (parser.fn if constrained else parser.unconstrained)(inputs, *tensors)
-        made = out["trees"].numpy() if constrained else [b""] * len(batch)
-        for i, tree, sequence, score in zip(batch, made, out["linearized"].numpy(), out["scores"].numpy()):
-            words = split_words(sentences[i])
-            tree, sequence = tree.decode("utf-8"), sequence.decode("utf-8")
-            if not (constrained and (_checked(tree, words) if words else not tree)):
-                fixed = trees_lib.repair(sequence, len(words))
-                if fixed.repaired or constrained:
-                    repaired += 1
-                    problems.update(fixed.problems or ("tree does not hold the sentence's words",))
-                tree = trees_lib.to_string(trees_lib.delinearize(fixed.sequence, words)) if words else ""
-            trees[i], linearized[i], scores[i] = tree, sequence, score
-    return Parses(trees, linearized, scores, repaired, problems)
-
-
-def evaluate(parser, gold_trees: Sequence[trees_lib.Tree], batch_size: int = 32,
-             beam_size: Optional[int] = None, alpha: Optional[float] = None, extra_length: Optional[int] = None,
-             constrained: bool = True) -> Tuple[dict, Parses]:
-    """Parses the gold trees' sentences and scores them (``metric.score``, EVALB COLLINS.prm).
-
-    Returns (scores + {"repaired", "constrained", "seconds", "beam_size", "alpha", "extra_length"}, the parses).
-    """
-    sentences = [" ".join(trees_lib.words(tree)) for tree in gold_trees]
-    start = time.time()
-    parses = parse_lines(parser, sentences, batch_size, beam_size, alpha, extra_length, constrained)
-    seconds = time.time() - start
-    test = [trees_lib.read_trees(tree)[0] for tree in parses.trees]
-    scores = metric.score(gold_trees, test)
-    options = dict(zip(("beam_size", "alpha", "extra_length"), (
-        d if v is None else v for v, d in zip((beam_size, alpha, extra_length), parser.defaults))))
-    return dict(scores, repaired=parses.repaired, repair_problems=dict(parses.problems), constrained=constrained,
-                seconds=round(seconds, 2), **options), parses
+from keras_transformer.tasks.parsing.dev import DevF1
+from keras_transformer.tasks.parsing.lines import parse_lines
+from keras_transformer.tasks.parsing.module import Parser
 
 
 class ParsingTask(Task):
@@ -123,4 +42,4 @@ class ParsingTask(Task):
                 "repaired": scores["repaired"], "scoring": scores["conventions"]}
 
     def dev_callback(self, recipe, tokenizer, logdir, num_samples, data_dir=None):
-        raise ValueError("bleu_samples: dev scores during training are translation's (BLEU); a parser has none yet")
+        return DevF1.from_eval_split(recipe, tokenizer, logdir, num_samples, data_dir)
