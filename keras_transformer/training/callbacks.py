@@ -51,7 +51,8 @@ class KeepBest(keras.callbacks.Callback):
 
     ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or a task's dev score, ``val_bleu``
     or ``val_f1`` (higher; logged by ``DevBleu`` or ``DevF1``, which must run first). ``directory/best.json``
-    (``BEST_MANIFEST``) holds every validation's (step, score) and the kept ones, best first, so a resumed run keeps its ranking and its patience.
+    (``BEST_MANIFEST``) holds every validation's (step, score) and the kept ones, best first, so a resumed run
+    keeps its ranking and its patience.
     """
 
     def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0):
