@@ -1,6 +1,7 @@
 """Train -> parse -> F1 in seconds: a tiny parser through kt-pipeline, kt-evaluate-parser, kt-parse and the export."""
 
 import dataclasses
+import glob
 import json
 
 import numpy as np
@@ -31,7 +32,7 @@ def tiny_parser_recipe():
         model=dataclasses.replace(base.model, vocab_size=1000, d_model=64, d_ff=128, num_heads=2,
                                   num_encoder_layers=1, num_decoder_layers=1, dropout=0.1, attention_dropout=0.0),
         train=dataclasses.replace(base.train, train_steps=40, checkpoint_every=20, warmup_steps=20,
-                                  max_train_minutes=0, mixed_precision=False),
+                                  max_train_minutes=0, mixed_precision=False, bleu_samples=8, keep_best_by="val_f1"),
         decode=DecodeConfig(beam_size=4, alpha=0.3, extra_length=300, average_checkpoints=2))
 
 
@@ -60,6 +61,17 @@ def test_pipeline_trains_averages_scores_exports_and_parses(pipeline_run):
     for sentence, tree in metadata["samples"].items():
         (parsed,) = trees.read_trees(tree)  # a well-formed tree over the sentence's words
         assert trees.words(parsed) == sentence.split()
+
+
+def test_dev_f1_is_logged_and_ranks_the_kept_checkpoints(pipeline_run):
+    """bleu_samples dev trees are parsed at each checkpoint (DevF1): val_f1 ranks the best checkpoints, which the
+    pipeline averages, and TensorBoard has the curve."""
+    root, _ = pipeline_run
+    best = json.loads((root / "run" / "checkpoints" / "best" / "best.json").read_text())
+    assert best["monitor"] == "val_f1"
+    assert sorted(step for step, _ in best["kept"]) == [20, 40]
+    assert all(0.0 <= score <= 100.0 for _, score in best["kept"])
+    assert glob.glob(str(root / "run" / "tensorboard" / "validation" / "events.*"))
 
 
 def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
