@@ -196,8 +196,9 @@ def tool_help(module_name: str) -> str:
     its own and those of the shared flag modules it uses (this package's, ``keras_transformer.cli.*``)."""
     doc = (sys.modules[module_name].__doc__ or "").strip()
     sections = [doc, "flags:"]
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None) or ""
     for module, module_flags in sorted(FLAGS.flags_by_module_dict().items()):
-        if module.startswith("keras_transformer.cli"):
+        if module.startswith("keras_transformer.cli") or module in ("__main__", main_file, sys.argv[0]):
             for flag in sorted(module_flags, key=lambda f: f.name):
                 default = "" if flag.default is None else f" (default: {flag.default_as_str})"
                 sections.append(f"  --{flag.name}: {' '.join(flag.help.split())}{default}")
