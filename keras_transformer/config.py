@@ -287,16 +287,12 @@ class Recipe:
         if "alpha_grid" in decode:
             decode["alpha_grid"] = tuple(decode["alpha_grid"])
 
-        def build(config_cls, values):
-            known = {f.name for f in dataclasses.fields(config_cls)}
-            return config_cls(**{k: v for k, v in values.items() if k in known})
-
         return cls(
             name=d["name"],
-            model=build(ModelConfig, d["model"]),
-            data=build(DataConfig, data),
-            train=build(TrainConfig, d["train"]),
-            decode=build(DecodeConfig, decode),
+            model=ModelConfig(**d["model"]),
+            data=DataConfig(**data),
+            train=TrainConfig(**d["train"]),
+            decode=DecodeConfig(**decode),
             description=d.get("description", ""),
             task=d.get("task", ""),  # recipes written before tasks were named: the task of their corpus
         )

@@ -199,7 +199,7 @@ class Stages:
 
     def __init__(self, workdir: str, recipe: Recipe, eval_sentences: Optional[int]):
         self.path = WorkDir(workdir).pipeline_state
-        self.key = {"recipe": recipe.to_dict(), "eval_sentences": eval_sentences}
+        self.key = json.loads(json.dumps({"recipe": recipe.to_dict(), "eval_sentences": eval_sentences}))  # as read
         try:
             saved = json.loads(self.path.read_text())
         except (OSError, ValueError):
