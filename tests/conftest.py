@@ -17,6 +17,7 @@ an untrained model's output several words long, so a corpus BLEU of its output a
 
 import collections
 import dataclasses
+import gzip
 import io
 import os
 
@@ -161,3 +162,16 @@ def small_model(small_config):
 
     keras.utils.set_random_seed(0)
     return build_model(small_config)
+
+
+@pytest.fixture(scope="module")
+def local_corpus(tmp_path_factory, multi30k_dir):
+    """A directory of one's own parallel text as plain local files: train.{en,de} (300 pairs) and dev.{en,de}
+    (100 pairs), taken from Multi30k val."""
+    root = tmp_path_factory.mktemp("corpus")
+    for lang in ("en", "de"):
+        with gzip.open(multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()[:400]
+        (root / f"train.{lang}").write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+        (root / f"dev.{lang}").write_text("\n".join(lines[300:]) + "\n", encoding="utf-8")
+    return root

@@ -12,7 +12,7 @@ import recipes
 from keras_transformer.training import data_fingerprint
 from keras_transformer.checkpoints import list_checkpoints
 from tests.robustness.support import assert_one_error_line, snapshot
-from tests.robustness.training_runs import local_corpus, summary, train_flags  # noqa: F401  (a fixture)
+from tests.robustness.training_runs import summary, train_flags
 from tests.support import run_cli
 
 
@@ -25,7 +25,7 @@ def _rewrite(corpus):
 
 
 @pytest.fixture(scope="module")
-def trained(local_corpus, tmp_path_factory):  # noqa: F811
+def trained(local_corpus, tmp_path_factory):
     """A copy of the corpus and a work directory trained 100 steps on it."""
     root = tmp_path_factory.mktemp("fingerprint")
     corpus = shutil.copytree(local_corpus, root / "corpus")

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.training import preemption
-from tests.robustness.training_runs import local_corpus, summary, train_flags  # noqa: F401  (a fixture)
+from tests.robustness.training_runs import summary, train_flags
 from tests.support import failure_message, run_cli, start_cli
 
 STARTED = "step 50:"  # the first line TensorBoardScalars prints: training runs
@@ -33,7 +33,7 @@ def _interrupt(flags, signum, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(local_corpus, tmp_path_factory):  # noqa: F811
+def uninterrupted(local_corpus, tmp_path_factory):
     """{accumulation: weights digest} of uninterrupted 300-step runs."""
     digests = {}
     for accumulation in (1, 2):
@@ -47,7 +47,7 @@ def uninterrupted(local_corpus, tmp_path_factory):  # noqa: F811
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,code,accumulation", [(signal.SIGTERM, 143, 1), (signal.SIGINT, 130, 2)])
 def test_a_signal_saves_the_step_exits_and_the_same_command_resumes_bit_identically(
-        local_corpus, uninterrupted, tmp_path, signum, code, accumulation):  # noqa: F811
+        local_corpus, uninterrupted, tmp_path, signum, code, accumulation):
     workdir = tmp_path / "run"
     flags = train_flags(local_corpus, workdir, 300, f"--gradient_accumulation_steps={accumulation}")
     first = _interrupt(flags, signum)
