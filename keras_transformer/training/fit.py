@@ -153,7 +153,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     corpus = tasks.get(recipe).corpus
     position = data_fingerprint.check(recipe, workdir, data_dir, allow_data_change, chief) if datasets is None else None
     fresh = init_from.prepare_workdir(recipe, workdir, data_dir, corpus)
-    resume = checkpoints.resume_point(workdir) if chief else None  # refuses when every checkpoint is damaged
+    # Every worker resumes from the chief's newest intact checkpoint (a worker's own copies are removed once
+    # written); a ValueError when every checkpoint is damaged.
+    resume = checkpoints.resume_point(workdir)
     if train_epochs is not None:
         steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
         recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
@@ -190,7 +192,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
                                        lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     model = compile_model(recipe, strategy, plan.accumulation, policy)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
-    start_step = (state.restore(resume.intact) if resume.intact else 0) if chief else state.restore_latest()
+    start_step = state.restore(resume.intact) if resume.intact else 0
     if start_step:
         logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:

@@ -26,10 +26,10 @@ written atomically, so one cut short leaves the earlier ones intact); a repeated
 Handlers are installed from the main thread only (Python delivers signals there; a run in another thread keeps
 the process's handlers) and the previous ones are restored when training ends, however it ends.
 
-Not handled: ``MultiWorkerMirroredStrategy``. Its checkpoints are collective, so one worker saving on its own
-signal would wait forever for the others; TensorFlow's ``tf.distribute.experimental.PreemptionCheckpointHandler``
-is the mechanism there, and a multi-worker run keeps the default signal actions (the last periodic checkpoint is
-where it resumes).
+Under ``MultiWorkerMirroredStrategy`` checkpoints are collective, so one worker cannot save on its own signal:
+:class:`ClusterStopOnSignal` hands SIGTERM to TensorFlow's ``tf.distribute.experimental.PreemptionCheckpointHandler``,
+which has every worker save the same step through the coordination service (SIGTERM to any one worker
+checkpoints all); each then exits 143, the chief printing the line. SIGINT keeps its default action there.
 """
 
 from __future__ import annotations
@@ -92,6 +92,45 @@ class StopOnSignal(keras.callbacks.Callback):
         raise interrupted
 
 
+class ClusterStopOnSignal(keras.callbacks.Callback):
+    """SIGTERM to any worker of a ``MultiWorkerMirroredStrategy`` cluster checkpoints all of them at one step.
+
+    TensorFlow's ``tf.distribute.experimental.PreemptionCheckpointHandler`` watches SIGTERM on every worker and,
+    through the cluster's coordination service, has all workers agree on the batch after which they save
+    (every worker must take part in a multi-worker save). Its save is the run's own ``CheckpointState.save``
+    of the optimizer's step, and its exit the same line and exit status 143 as a single process's. The check
+    at each batch end reads a flag the handler's watcher threads set: no collective op per step. (SIGINT keeps
+    its default action under a cluster.)
+    """
+
+    def __init__(self, state: CheckpointState, strategy: tf.distribute.Strategy):
+        super().__init__()
+        self.state, self.saved = state, None
+        # The handler restores its manager's newest checkpoint when it starts: an empty directory of its own, so
+        # that it never competes with the resume (which walks back past damaged checkpoints) and never saves there.
+        scratch = tf.train.CheckpointManager(tf.train.Checkpoint(), os.path.join(state.manager.directory,
+                                                                               ".preemption"), max_to_keep=1)
+        config = tf.distribute.experimental.TerminationConfig(save_fn=self._save, exit_fn=self._exit)
+        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(strategy.cluster_resolver, scratch,
+                                                                            termination_config=config)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.handler.save_checkpoint_if_preempted()
+
+    def _save(self, *args, **kwargs):
+        from keras_transformer.schedules import optimizer_step
+
+        step = optimizer_step(self.model.optimizer)
+        path = os.path.join(self.state.manager.directory, f"ckpt-{step}")
+        self.saved = (step, path if path in self.state.manager.checkpoints else self.state.save(step))
+
+    def _exit(self):
+        interrupted = TrainingInterrupted(signal.SIGTERM, *self.saved)
+        if self.state.is_chief:
+            print(interrupted.message, file=sys.stderr, flush=True)
+        raise interrupted
+
+
 def _record(callback: StopOnSignal):
     def handler(signum, frame):
         del frame
@@ -110,9 +149,11 @@ def catch_signals(state: CheckpointState, strategy: tf.distribute.Strategy) -> I
     Restores the previous handlers on leaving. A signal that came after the last batch end (during the last
     validation or the final save) still stops the program once ``fit`` has returned, the same way.
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    if threading.current_thread() is not threading.main_thread():
         yield []
+        return
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        yield [ClusterStopOnSignal(state, strategy)]
         return
     callback = StopOnSignal(state)
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}

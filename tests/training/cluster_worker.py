@@ -1,9 +1,9 @@
-"""Run as ``python -m tests.training.cluster_worker WORKDIR ACCUMULATION`` with ``TF_CONFIG`` naming this
-worker of a loopback cluster; every worker of the cluster runs it at once.
+"""Run as ``python -m tests.training.cluster_worker WORKDIR ACCUMULATION [STEPS [EVERY]]`` with ``TF_CONFIG``
+naming this worker of a loopback cluster; every worker of the cluster runs it at once.
 
-Trains a small model (``tests.synthetic.small_recipe`` of tiny) for 4 updates of ACCUMULATION micro-batches
-each under the multi-worker strategy, writing to WORKDIR. Prints one JSON line: the steps trained and the
-SHA-256 of the final weights.
+Trains a small model (``tests.synthetic.small_recipe`` of tiny) for STEPS (4) updates of ACCUMULATION
+micro-batches each under the multi-worker strategy, a checkpoint every EVERY (2) updates, writing to WORKDIR.
+Prints one JSON line: the steps trained and the SHA-256 of the final weights.
 """
 
 import json
@@ -19,9 +19,9 @@ from keras_transformer import training  # noqa: E402
 from tests.synthetic import as_dataset, copy_batches, small_recipe  # noqa: E402
 
 
-def main(workdir, accumulation):
+def main(workdir, accumulation, steps=4, every=2):
     tiny = recipes.get("tiny")
-    r = small_recipe(tiny, dropout=tiny.model.dropout, train_steps=4, checkpoint_every=2, eval_batches=1,
+    r = small_recipe(tiny, dropout=tiny.model.dropout, train_steps=steps, checkpoint_every=every, eval_batches=1,
                      gradient_accumulation_steps=accumulation)
     strategy = training.make_strategy("multi_worker")  # before any op runs
     batches = copy_batches(batch_size=8, num_batches=4)
@@ -31,4 +31,4 @@ def main(workdir, accumulation):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], *map(int, sys.argv[2:]))

@@ -5,7 +5,11 @@ devices and TF_CONFIG must be set before TensorFlow initialises.
 """
 
 import json
+import pathlib
+import re
+import signal
 import socket
+import time
 
 import pytest
 
@@ -54,3 +58,32 @@ def test_two_workers_on_loopback_finish_with_identical_weights(tmp_path, accumul
     assert (tmp_path / "checkpoints" / "ckpt-4.index").exists()
     assert not (tmp_path / "checkpoints" / ".worker_1").exists() or not any(
         p.name.endswith(".index") for p in (tmp_path / "checkpoints" / ".worker_1").iterdir())
+
+
+def _start_cluster(workdir, *args):
+    """Two workers of a loopback cluster running cluster_worker.py with ``args``, started at once."""
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    return [start_cli("tests.training.cluster_worker", workdir, *args, env={"TF_CONFIG": json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}) for index in range(2)]
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_checkpoints_the_whole_cluster_and_the_rerun_ends_bit_identical(tmp_path):
+    """PreemptionCheckpointHandler: the SIGTERMed worker tells the other through the coordination service; both
+    save the same step collectively and exit 143; the same command resumes to the weights of a run never
+    interrupted."""
+    whole = [_last_json(finish_cli(p, timeout=600)) for p in _start_cluster(tmp_path / "whole", 1, 60, 20)]
+    procs = _start_cluster(tmp_path / "split", 1, 60, 20)
+    first = tmp_path / "split" / "checkpoints" / "ckpt-20.index"
+    deadline = time.time() + 300
+    while not first.exists() and time.time() < deadline and procs[1].poll() is None:
+        time.sleep(0.05)
+    assert first.exists()
+    procs[1].send_signal(signal.SIGTERM)  # the non-chief: the chief must hear of it and save too
+    done = [finish_cli(p, check=False, timeout=300) for p in procs]
+    assert [d.returncode for d in done] == [143, 143], [d.stderr[-2000:] for d in done]
+    saved = re.search(r"interrupted by SIGTERM at step (\d+): saved ([^;\s]+);", done[0].stderr)
+    assert saved and 20 <= int(saved.group(1)) < 60 and pathlib.Path(f"{saved.group(2)}.index").exists()
+    resumed = [_last_json(finish_cli(p, timeout=600)) for p in _start_cluster(tmp_path / "split", 1, 60, 20)]
+    assert [r["steps"] for r in resumed] == [60, 60]
+    assert resumed[0]["weights_sha256"] == resumed[1]["weights_sha256"] == whole[0]["weights_sha256"]
