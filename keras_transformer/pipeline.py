@@ -221,7 +221,9 @@ def write_metadata(export_dir: str, recipe: Recipe, command: Optional[str], trai
     """Writes (and returns) ``metadata.json`` beside an export: the recipe, the command, training, results."""
     metadata = {"recipe": recipe.name, **({"command": command} if command else {}), **trained, **results,
                 "recipe_config": recipe.to_dict()}
-    with open(os.path.join(export_dir, METADATA_FILE), "w") as f:
+    path = os.path.join(export_dir, METADATA_FILE)
+    with open(f"{path}.partial-{os.getpid()}", "w") as f:  # whole or not at all, as every file the job writes
         json.dump(metadata, f, indent=2, ensure_ascii=False)
         f.write("\n")
+    os.replace(f"{path}.partial-{os.getpid()}", path)
     return metadata

@@ -8,6 +8,7 @@ applies them to ``--recipe`` and turns a config's error into one line naming the
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 
 from absl import app, flags
@@ -209,7 +210,11 @@ def tool_help(module_name: str) -> str:
 def run(main, decoding: bool = False) -> None:
     """``app.run(main)`` with TensorFlow's devices initialised quietly first (``decoding``: for a program that
     only decodes, one thread per op; ``tf_setup.init_devices``). ``--help`` (``-h``, ``--helpshort``) prints
-    ``tool_help`` and exits 0."""
+    ``tool_help`` and exits 0.
+
+    SIGTERM and Ctrl-C outside training (which checkpoints first: ``training/preemption.py``) stop the tool
+    with one line and exit status 143 or 130, no traceback; every file the tools write is written whole or not
+    at all, so nothing is left half-written and the same command can be run again."""
     from keras_transformer.tf_setup import init_devices, silence_native_stderr
 
     if any(arg in ("--help", "-h", "-?", "--helpshort") for arg in sys.argv[1:]):
@@ -223,9 +228,20 @@ def run(main, decoding: bool = False) -> None:
 
         if not FLAGS["verbosity"].present:  # --verbosity=0 shows INFO logs
             absl_logging.set_verbosity(absl_logging.WARNING)
-        return main(argv)
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            _stopped(signal.SIGINT)
 
+    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(signum))
     app.run(quiet_main, flags_parser=_parse_flags)
+
+
+def _stopped(signum) -> None:
+    """Exit 128 + ``signum`` with one line: a signal stopped the tool (outside training's own handling)."""
+    print(f"stopped by {signal.Signals(signum).name}; nothing was left half-written: run the same command to go on",
+          file=sys.stderr, flush=True)
+    sys.exit(128 + signum)
 
 
 def load_recipe(name: str):
