@@ -125,7 +125,7 @@ def choose_alpha(recipe: Recipe, loaded, data_dir: str, log=print) -> Tuple[Deco
     score = {alpha: task.evaluate(loaded, inputs, references, alpha=alpha)[0][task.metric] for alpha in grid}
     best = max(grid, key=score.get)  # max keeps the first of equal scores
     scores = "  ".join(f"α {alpha:g}: {value:.2f}" for alpha, value in score.items())
-    log(f"      {recipe.data.eval_split} {task.metric} by length penalty α: {scores}; decoding with α {best:g}")
+    log(f"      {recipe.data.eval_split} {task.metric.upper()} by length penalty α: {scores}; decoding with α {best:g}")
     return dataclasses.replace(recipe.decode, alpha=best), {f"{alpha:g}": round(s, 2) for alpha, s in score.items()}
 
 
