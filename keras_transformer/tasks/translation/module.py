@@ -59,13 +59,17 @@ class Translator(ServingModule):
         return self._translate_ids(checks.checked_source_ids(source_ids, self._vocab_size), *self.defaults)
 
     def _translate_ids(self, source_ids, beam_size, alpha, extra_length):
-        source_ids = checks.truncate_source(source_ids, self.max_source_length)  # [B, S]
+        return self._search(checks.truncate_source(source_ids, self.max_source_length), beam_size, alpha,
+                            extra_length)
+
+    def _search(self, source_ids, beam_size, alpha, extra_length):
+        """source_ids [B, S], already truncated -> {"sequences" [B, K, T], "scores" [B, K]}."""
         sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length,
                                                self.parallel_searches)
-        return {"sequences": sequences, "scores": scores}  # [B, K, T], [B, K]
+        return {"sequences": sequences, "scores": scores}
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length):
-        result = self._translate_ids(self.source_ids(inputs), beam_size, alpha, extra_length)
+        result = self._search(self.source_ids(inputs), beam_size, alpha, extra_length)
         sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
         shape = tf.shape(sequences)
         flat = tf.reshape(sequences, [shape[0] * shape[1], shape[2]])  # [B*K, T]
