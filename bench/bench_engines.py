@@ -10,7 +10,7 @@ artifacts.load_model) on the same sentences, cut into the same batches (sorted b
 subwords), with the recipe's §6.1 decoding: beam 4, α 0.6, maximum output = source + 50. Each system times its
 own tokenization and detokenization with the model's SentencePiece file. Systems (--systems):
 
-    saved_model          our decoder today: the model exported afresh (export.export, parallel_searches =
+    saved_model          our decoder today: the model exported afresh (tasks.export, parallel_searches =
                          --inter_threads) and served through
                          tf.saved_model.load(...).signatures["serving_default"]
     saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)

@@ -103,7 +103,7 @@ class DataPosition:
 def check(recipe: Recipe, workdir, data_dir=None, allow_change: bool = False, is_chief: bool = True) -> DataPosition:
     """Compare the training corpus with the one ``workdir`` recorded; ValueError naming the changed file.
 
-    Call before ``checkpoints.prepare_workdir`` (whose tokenizer check would otherwise refuse changed sizes with
+    Call before ``init_from.prepare_workdir`` (whose tokenizer check would otherwise refuse changed sizes with
     a less precise message). A work directory without checkpoints (a fresh run) records the corpus anew.
     """
     paths = WorkDir(workdir)
