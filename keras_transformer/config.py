@@ -22,7 +22,7 @@ TASK_CORPORA = {
 }
 CORPORA = tuple(c for corpora in TASK_CORPORA.values() for c in corpora)
 # Fields that only one task reads ("treebank") or requires as given ("shared_vocabulary": one vocabulary).
-TASK_FIELDS = {"parsing": ("treebank", "shared_vocabulary")}
+TASK_FIELDS = {"parsing": ("treebank", "tree_leaves", "shared_vocabulary", "align_words")}
 
 # The tf.distribute strategies ``training.make_strategy`` builds (``--strategy``); the first is the default.
 STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")
@@ -57,6 +57,11 @@ class ModelConfig:
     max_length: int = 1024  # longest position the model can embed
     norm: str = "post"  # "post" as in §3.1; "pre" is a departure (pre-LN)
     layer_norm_epsilon: float = 1e-6  # not given in the paper
+    # Parsing (§6.3), not in the paper: the decoder input at each step also gets the encoder output of the next
+    # word to bracket (word k, k = leaves written so far; Ma et al., 2017; Liu, Zhu & Shi, 2018), through a
+    # learned D x D projection. Which pieces are leaves and which start a word: two tables the parser's
+    # tokenizer fills (``Transformer.set_word_tables``), kept with the weights.
+    align_words: bool = False
 
     def __post_init__(self):
         _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
@@ -126,8 +131,13 @@ class DataConfig:
     # The parsing task's treebank: a directory of .mrg trees or a zip of them, relative paths in the data
     # directory; None -> the WSJ sample ptb-wsj-sample/treebank.zip (tasks/parsing/treebank.py)
     treebank: Optional[str] = None
+    # The parsing task's leaves in a linearized tree: "slot", every word the placeholder XX (Vinyals et al., 2015),
+    # or "tag", its POS tag written @NN (tensor2tensor's WSJ problem writes tags; the parser then also tags).
+    tree_leaves: str = "slot"
 
     def __post_init__(self):
+        _require(self.tree_leaves in ("slot", "tag"), "tree_leaves", f"must be 'slot' or 'tag', got "
+                 f"{self.tree_leaves!r}")
         _require(self.corpus in CORPORA, "corpus", f"unknown corpus {self.corpus!r}; expected {', '.join(CORPORA)}")
         _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
         _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
@@ -262,10 +272,13 @@ class Recipe:
         _require(self.task in TASK_CORPORA, "task", f"unknown task {self.task!r}; expected {', '.join(TASK_CORPORA)}")
         _require(self.data.corpus in TASK_CORPORA[self.task], "corpus",
                  f"the {self.task} task reads {', '.join(TASK_CORPORA[self.task])}, not {self.data.corpus!r}")
-        _require(self.data.treebank is None or "treebank" in TASK_FIELDS.get(self.task, ()), "treebank",
-                 f"applies to the parsing task only, not {self.task}")
+        for name, unset in (("treebank", None), ("tree_leaves", "slot")):
+            _require(getattr(self.data, name) == unset or name in TASK_FIELDS.get(self.task, ()), name,
+                     f"applies to the parsing task only, not {self.task}")
         _require(self.model.shared_vocabulary or "shared_vocabulary" not in TASK_FIELDS.get(self.task, ()),
                  "shared_vocabulary", f"the {self.task} task reads and writes with one vocabulary; it cannot be False")
+        _require(not self.model.align_words or "align_words" in TASK_FIELDS.get(self.task, ()), "align_words",
+                 f"applies to the parsing task only (its leaves align to the input's words), not {self.task}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

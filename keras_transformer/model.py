@@ -3,7 +3,13 @@
     call((source_ids [B, S], target_in_ids [B, T]))  -> logits [B, T, V]
     encode(source_ids)                               -> memory [B, S, D]
     init_cache(memory)                               -> per-layer key/value cache
-    decode_step(token_ids [N], step, cache, memory_mask) -> (logits [N, V], cache)   N = B or B*K
+    decode_step(token_ids [N], step, cache, memory_mask, aligned=None) -> (logits [N, V], cache)   N = B or B*K
+
+With ``align_words`` (parsing, §6.3; not in the paper) the decoder input at
+each position also holds P · memory[word k], k the leaves written before it
+(``word_memory``, ``aligned_inputs``, ``aligned_step``): the decoder is told
+which word its next leaf stands for instead of counting them (Ma et al., 2017;
+Liu, Zhu & Shi, 2018).
 
 Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
@@ -20,6 +26,7 @@ from typing import Optional, Union
 import keras
 from keras import ops
 
+from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import ModelConfig
 from keras_transformer.layers import masks
 from keras_transformer.layers.decoder import Decoder
@@ -45,6 +52,11 @@ class Transformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(c.dropout, name="embedding_dropout")
         self.encoder = Encoder(c.num_encoder_layers, **block, name="encoder")
         self.decoder = Decoder(c.num_decoder_layers, **block, name="decoder")
+        if c.align_words:
+            self.alignment = keras.layers.Dense(c.d_model, use_bias=False, name="word_alignment")  # P [D, D]
+            # [2, V]: row 0 a piece is a leaf of the target, row 1 it starts a word of the source (set_word_tables)
+            self.word_tables = self.add_weight(shape=(2, c.vocab_size), initializer="zeros", trainable=False,
+                                               name="word_tables")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -53,9 +65,12 @@ class Transformer(keras.Model):
         """The source side's E: the shared one (§3.4) or, with separate vocabularies, its own."""
         return self.embedding if self.config.shared_vocabulary else self.own_source_embedding
 
-    def _embed(self, ids, start=0, training=None, embedding=None):
-        """ids [B, N] -> dropout(E[ids] sqrt(D) + PE[start:start+N]) [B, N, D]; E the target's unless given."""
+    def _embed(self, ids, start=0, training=None, embedding=None, aligned=None):
+        """ids [B, N] -> dropout(E[ids] sqrt(D) + PE[start:start+N] (+ aligned [B, N, D])) [B, N, D]; E the
+        target's unless given."""
         x = self.positional((self.embedding if embedding is None else embedding)(ids), start=start)
+        if aligned is not None:
+            x = x + ops.cast(aligned, x.dtype)
         return self.embedding_dropout(x, training=training)
 
     def encode(self, source_ids, training=None):
@@ -63,16 +78,56 @@ class Transformer(keras.Model):
         x = self._embed(source_ids, training=training, embedding=self.source_embedding)
         return self.encoder(x, masks.padding_mask(source_ids), training=training)
 
-    def decode(self, target_in_ids, memory, memory_mask, training=None):
-        """target_in_ids [B, T], memory [B, S, D], memory_mask [B, 1, 1, S] -> logits [B, T, V]."""
-        y = self._embed(target_in_ids, training=training)
+    def decode(self, target_in_ids, memory, memory_mask, training=None, words=None):
+        """target_in_ids [B, T], memory [B, S, D], memory_mask [B, 1, 1, S] -> logits [B, T, V].
+
+        ``words`` [B, S, D]: ``word_memory``, given exactly when the model aligns words."""
+        aligned = None if words is None else self.aligned_inputs(target_in_ids, words)
+        y = self._embed(target_in_ids, training=training, aligned=aligned)
         y = self.decoder(y, memory, masks.decoder_self_mask(target_in_ids), memory_mask, training=training)
         return ops.cast(self.embedding.logits(y), "float32")
 
     def call(self, inputs, training=None):
         source_ids, target_in_ids = inputs
         memory = self.encode(source_ids, training=training)
-        return self.decode(target_in_ids, memory, masks.padding_mask(source_ids), training=training)
+        words = self.word_memory(source_ids, memory) if self.config.align_words else None
+        return self.decode(target_in_ids, memory, masks.padding_mask(source_ids), training=training, words=words)
+
+    # -- word alignment (config.align_words) -----------------------------------------------------
+
+    def set_word_tables(self, is_leaf, starts_word):
+        """is_leaf [V], starts_word [V] (0/1): which target pieces are leaves, which source pieces start a word."""
+        self.word_tables.assign(ops.stack([ops.convert_to_tensor(t, self.word_tables.dtype) for t in
+                                           (ops.cast(is_leaf, "float32"), ops.cast(starts_word, "float32"))]))
+
+    def _table(self, row, ids):
+        """ids [...] -> [...] int32 0/1: word_tables[row] at ids (read as int32: mixed precision reads it in bf16)."""
+        return ops.take(ops.cast(self.word_tables[row], "int32"), ids)
+
+    def word_memory(self, source_ids, memory):
+        """source_ids [B, S], memory [B, S, D] -> [B, S, D]: row k the encoder output at word k's first piece,
+        zeros past the last word (PAD and EOS start no word)."""
+        real = ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))  # [B, S]
+        starts = self._table(1, source_ids) * ops.cast(real, "int32")  # [B, S]
+        word = ops.cumsum(starts, axis=1) - 1  # [B, S]: the word each piece belongs to
+        first = ops.one_hot(ops.where(starts > 0, word, -1), ops.shape(source_ids)[1], dtype=memory.dtype)
+        return ops.einsum("bsk,bsd->bkd", first, memory)  # first [B, S piece, S word]
+
+    def aligned_inputs(self, target_in_ids, words):
+        """target_in_ids [B, T], words [B, S, D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
+        (the word the output at t comes to next); zeros once k_t is past the words."""
+        leaves = ops.cumsum(self._table(0, target_in_ids), axis=1)  # [B, T]
+        at = ops.one_hot(leaves, ops.shape(words)[1], dtype=words.dtype)  # [B, T, S]
+        return self.alignment(ops.einsum("bts,bsd->btd", at, words))
+
+    def aligned_step(self, token_ids, leaves, words):
+        """token_ids [N], leaves [N] (before them), words [B, S, D] (N = B*K, an item's K rows adjacent)
+        -> (P · words[item, k] [N, D], k [N] = leaves + the tokens that are leaves)."""
+        leaves = leaves + self._table(0, token_ids)  # [N]
+        batch, positions = ops.shape(words)[0], ops.shape(words)[1]
+        at = ops.reshape(ops.one_hot(leaves, positions, dtype=words.dtype), (batch, -1, positions))  # [B, K, S]
+        picked = ops.reshape(ops.einsum("bks,bsd->bkd", at, words), (-1, self.config.d_model))  # [N, D]
+        return self.alignment(picked), leaves
 
     # -- incremental decoding --------------------------------------------------------------------
 
@@ -80,13 +135,15 @@ class Transformer(keras.Model):
         """memory [B, S, D] -> per-layer cache: empty self-attention keys/values, projected memory."""
         return self.decoder.init_cache(memory)
 
-    def decode_step(self, token_ids, step, cache, memory_mask):
+    def decode_step(self, token_ids, step, cache, memory_mask, aligned=None):
         """token_ids [N] at position ``step`` (scalar) -> (logits [N, V] float32, cache one position longer).
 
         ``cache`` k, v have N rows; its memory_k, memory_v and ``memory_mask`` one row per item (B rows,
-        N = B*K, an item's K hypotheses adjacent; ``DecoderLayer.step``).
+        N = B*K, an item's K hypotheses adjacent; ``DecoderLayer.step``). ``aligned`` [N, D]: ``aligned_step``'s,
+        exactly when the model aligns words.
         """
-        y = self._embed(token_ids[:, None], start=step)[:, 0, :]  # [N, D]
+        aligned = None if aligned is None else aligned[:, None, :]
+        y = self._embed(token_ids[:, None], start=step, aligned=aligned)[:, 0, :]  # [N, D]
         y, cache = self.decoder.step(y, cache, memory_mask)
         logits = self.embedding.logits(y)  # [N, V]
         return ops.cast(logits, "float32"), cache
@@ -103,7 +160,8 @@ class Transformer(keras.Model):
             maps["encoder"].append(layer.self_attention.attention_weights(x, x, source_mask))
             x = layer(x, source_mask)
         memory = self.encoder._finish(x)
-        y = self._embed(target_in_ids)
+        words = self.word_memory(source_ids, memory) if self.config.align_words else None
+        y = self._embed(target_in_ids, aligned=None if words is None else self.aligned_inputs(target_in_ids, words))
         for layer in self.decoder.blocks:
             maps["decoder"].append(layer.self_attention.attention_weights(y, y, self_mask))
             h = layer.self_attention_residual(y, sublayer_fn=lambda z: layer.self_attention(z, z, self_mask))
@@ -172,4 +230,6 @@ def count_parameters(config: ModelConfig) -> int:
         total += config.max_length * D
     if config.norm == "pre":
         total += 2 * norm  # final LayerNorm of each stack
+    if config.align_words:
+        total += D * D  # P, the word alignment's projection
     return total

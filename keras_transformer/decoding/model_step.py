@@ -48,17 +48,31 @@ def _tile(x, beam_size):
 
 
 def cached_step_fn(model, source_ids, beam_size):
-    """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step."""
-    layers = model.init_cache(model.encode(source_ids))  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
+    """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step.
+
+    A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
+    cache ({"layers": [...], "leaves": [B*K]}) and its items' ``word_memory`` [B, S, D] in the constants.
+    """
+    memory = model.encode(source_ids)  # [B, S, D]
+    layers = model.init_cache(memory)  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
     constants = {"memory": [{name: c[name] for name in ("memory_k", "memory_v")} for c in layers],
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
+    align = model.config.align_words
+    if align:
+        constants["words"] = model.word_memory(source_ids, memory)  # [B, S, D]
+        cache = {"layers": cache, "leaves": tf.zeros([tf.shape(source_ids)[0] * beam_size], tf.int32)}
 
     def step_fn(token_ids, step, cache, constants):
-        layers = [dict(c, **m, **w) for c, m, w in zip(cache, constants["memory"], weights)]
-        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"])  # [B*K, V]
-        return log_probs_from_logits(logits), [{"k": c["k"], "v": c["v"]} for c in layers]
+        aligned, leaves, layers = None, None, cache
+        if align:
+            aligned, leaves = model.aligned_step(token_ids, cache["leaves"], constants["words"])  # [N, D], [N]
+            layers = cache["layers"]
+        layers = [dict(c, **m, **w) for c, m, w in zip(layers, constants["memory"], weights)]
+        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned)  # [B*K, V]
+        layers = [{"k": c["k"], "v": c["v"]} for c in layers]
+        return log_probs_from_logits(logits), ({"layers": layers, "leaves": leaves} if align else layers)
 
     return step_fn, cache, constants
 
@@ -67,6 +81,8 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
     """(step_fn, cache, constants): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
     constants = {"memory": model.encode(source_ids),  # [B, S, D]
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, 1, 1, S]
+    if model.config.align_words:
+        constants["words"] = model.word_memory(source_ids, constants["memory"])  # [B, S, D]
     cache = {"prefix": tf.zeros([tf.shape(source_ids)[0] * beam_size, max_steps], tf.int32)}  # [B*K, T_max]
 
     def step_fn(token_ids, step, cache, constants):
@@ -74,7 +90,8 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
         prefix = tf.where(at_step, token_ids[:, None], cache["prefix"])  # [B*K, T_max]
         beams = tf.shape(token_ids)[0] // tf.shape(constants["memory"])[0]  # K rows per item
         memory, memory_mask = (_tile(constants[name], beams) for name in ("memory", "memory_mask"))  # B*K rows
-        logits = model.decode(prefix[:, : step + 1], memory, memory_mask)[:, -1, :]
+        words = _tile(constants["words"], beams) if "words" in constants else None
+        logits = model.decode(prefix[:, : step + 1], memory, memory_mask, words=words)[:, -1, :]
         return log_probs_from_logits(logits), {"prefix": prefix}  # [B*K, V]
 
     return step_fn, cache, constants

@@ -39,6 +39,10 @@ class Task:
         """The exported module over ``model`` (a ``serving.module.ServingModule``)."""
         return self.module_class(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
 
+    def prepare_model(self, model, tokenizer) -> None:
+        """Fills what a new model takes from the tokenizer rather than from training (nothing, unless a task
+        says so); called before a training run restores or starts its weights."""
+
     def read_split(self, recipe: Recipe, split: str, data_dir) -> Tuple[List[str], list]:
         """(inputs, references) of one of the recipe's splits: what ``decode`` reads and ``score`` compares."""
         raise NotImplementedError

@@ -191,6 +191,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     policy = precision.training_policy(t.mixed_precision, strategy,
                                        lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     model = compile_model(recipe, strategy, plan.accumulation, policy)
+    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
+        tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+        tasks.get(recipe).prepare_model(model, tok)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
     start_step = state.restore(resume.intact) if resume.intact else 0
     if start_step:

@@ -68,7 +68,7 @@ def token_kinds(tokenizer) -> TreeTokens:
         kind = BANNED
         if piece.type == user_defined and text.startswith(_WORD_START):
             word = text[len(_WORD_START):]
-            kind = CLOSE if word == trees_lib.CLOSE else SLOT if word == trees_lib.SLOT else (
+            kind = CLOSE if word == trees_lib.CLOSE else SLOT if trees_lib.is_leaf(word) else (
                 OPEN if trees_lib.is_open(word) else BANNED)
         kinds.append(kind)
         starts.append(text.startswith(_WORD_START))

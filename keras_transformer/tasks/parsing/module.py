@@ -42,7 +42,8 @@ def split_words(sentence: str) -> List[str]:
 def fill_slots(linearized, inputs, slots):
     """linearized [B] ("(S (NP XX XX ) ...)"), inputs [B] sentences, slots [B] int32 -> trees [B] string.
 
-    The k-th ``XX`` of row b becomes "(XX word_k)"; words past the row's slots go under the root, after them.
+    The k-th leaf of row b becomes "(XX word_k)" (a slot) or "(NN word_k)" (a tag leaf "@NN"); words past the
+    row's leaves go under the root, after them as "(XX word)".
     """
     words = tf.strings.split(inputs)  # [B, (n)] split at runs of ASCII whitespace, as split_words
     words = words.with_flat_values(tf.strings.regex_replace(tf.strings.regex_replace(
@@ -51,7 +52,8 @@ def fill_slots(linearized, inputs, slots):
     tokens = tf.strings.split(linearized, sep=" ")  # [B, (m)]
     flat = tokens.flat_values  # [M]
     row = tokens.value_rowids()  # [M]
-    is_slot = tf.equal(flat, trees_lib.SLOT)  # [M]
+    is_tag = tf.strings.regex_full_match(flat, re.escape(trees_lib.TAG_LEAF) + ".+")  # [M] "@NN": a tag leaf
+    is_slot = tf.logical_or(tf.equal(flat, trees_lib.SLOT), is_tag)  # [M] a leaf
     ordinal = tf.cumsum(tf.cast(is_slot, tf.int64), exclusive=True)  # [M] slots before each token, all rows
     ordinal -= tf.gather(tf.concat([[0], tf.cumsum(tf.math.bincount(
         tf.cast(row, tf.int32), weights=tf.cast(is_slot, tf.int64), minlength=tf.shape(words.row_lengths())[0],
@@ -59,7 +61,8 @@ def fill_slots(linearized, inputs, slots):
     lengths = tf.gather(words.row_lengths(), row)  # [M]
     index = tf.where(ordinal < lengths, tf.gather(words.row_starts(), row) + ordinal, tf.size(flat_words,
                                                                                               tf.int64) - 1)
-    filled = tf.where(is_slot, "(XX " + tf.gather(flat_words, index) + ")", flat)  # [M]
+    tag = tf.where(is_tag, tf.strings.regex_replace(flat, "^" + re.escape(trees_lib.TAG_LEAF), ""), trees_lib.SLOT)  # [M]
+    filled = tf.where(is_slot, "(" + tag + " " + tf.gather(flat_words, index) + ")", flat)  # [M]
     trees = tf.strings.reduce_join(tokens.with_flat_values(filled), axis=1, separator=" ")  # [B]
     trees = tf.strings.regex_replace(trees, r" \)", ")")  # "(XX Haag) )" -> "(XX Haag))", as trees.to_string
     position = tf.ragged.range(words.row_lengths())  # [B, (n)]

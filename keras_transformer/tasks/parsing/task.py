@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from keras_transformer.data import corpora
 from keras_transformer.tasks.base import Decoded, Task
-from keras_transformer.tasks.parsing import metric, treebank
+from keras_transformer.tasks.parsing import constraint, metric, treebank
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.tasks.parsing.dev import DevF1
 from keras_transformer.tasks.parsing.lines import parse_lines
@@ -22,6 +24,11 @@ class ParsingTask(Task):
         "The company said it expects to report a loss for the third quarter .",
         "Two young children are playing soccer on a field .",
     )
+
+    def prepare_model(self, model, tokenizer):
+        if model.config.align_words:  # which target pieces are leaves, which source pieces start a word
+            tokens = constraint.token_kinds(tokenizer)
+            model.set_word_tables(np.equal(tokens.kinds, constraint.SLOT), np.asarray(tokens.word_starts))
 
     def read_split(self, recipe, split, data_dir):
         gold = treebank.load(recipe.data, split, corpora.resolve_data_dir(data_dir)).trees

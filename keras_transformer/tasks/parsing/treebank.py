@@ -166,7 +166,7 @@ def load(cfg, split: str, data_dir, path: Optional[Path] = None) -> ParseSplit:
     return ParseSplit(
         trees=tuple(cleaned),
         sources=tuple(" ".join(trees_lib.words(t)) for t in cleaned),
-        targets=tuple(trees_lib.linearize(t) for t in cleaned),
+        targets=tuple(trees_lib.linearize(t, cfg.tree_leaves == "tag") for t in cleaned),
         files=tuple(names), trees_read=read, empty_skipped=read - len(cleaned))
 
 
@@ -190,9 +190,11 @@ def fingerprint(cfg, split: str, data_dir) -> str:
 
 
 def target_symbols(split: ParseSplit) -> List[str]:
-    """The target side's tokens, sorted: slot, ``)``, and ``(LABEL`` of every constituent label in ``split``."""
+    """The target side's tokens, sorted: ``(LABEL`` of every constituent label in ``split``, ``)``, the slot and
+    (for tag leaves) ``@TAG`` of every POS tag in ``split``."""
     found = {f"({label}" for tree in split.trees for label in trees_lib.labels(tree)}
-    return sorted(found) + [trees_lib.CLOSE, trees_lib.SLOT]
+    leaves = {token for target in split.targets for token in target.split() if token.startswith(trees_lib.TAG_LEAF)}
+    return sorted(found) + [trees_lib.CLOSE, trees_lib.SLOT] + sorted(leaves)
 
 
 class TreebankCorpus(corpora.Corpus):
@@ -215,8 +217,10 @@ class TreebankCorpus(corpora.Corpus):
         split = load(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir))
         return list(split.sources + split.targets), target_symbols(split)
 
-    def tokenizer_key(self, cfg):
-        return {"atomic_words": "treebank labels, ) and XX"}  # target_symbols of the training trees
+    def tokenizer_key(self, cfg):  # target_symbols of the training trees
+        if cfg.tree_leaves == "tag":
+            return {"atomic_words": "treebank labels, ), XX and @TAG leaves"}
+        return {"atomic_words": "treebank labels, ) and XX"}
 
 
 TREEBANK = TreebankCorpus()

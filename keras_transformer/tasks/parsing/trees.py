@@ -42,6 +42,7 @@ import re
 from typing import List, Optional, Sequence, Tuple, Union
 
 SLOT = "XX"  # a word (with its POS tag) in the linearized tree
+TAG_LEAF = "@"  # with DataConfig.tree_leaves "tag", a word is its POS tag after this: "@NN", "@,", "@-LRB-"
 CLOSE = ")"
 ROOT_LABEL = "S"  # the root that repair (and cleaning, for a forest) puts several top-level items under
 NONE_TAG = "-NONE-"  # the treebank's empty elements
@@ -147,28 +148,39 @@ def labels(tree: Tree) -> List[str]:
     return [tree.label] + [label for child in tree.children for label in labels(child)]
 
 
-def _tokens(tree: Tree) -> List[str]:
+def _tokens(tree: Tree, tag_leaves: bool) -> List[str]:
     if tree.is_preterminal:
-        return [SLOT]
-    return [f"({tree.label}"] + [t for child in tree.children for t in _tokens(child)] + [CLOSE]
+        return [TAG_LEAF + tree.label if tag_leaves else SLOT]
+    return [f"({tree.label}"] + [t for child in tree.children for t in _tokens(child, tag_leaves)] + [CLOSE]
 
 
-def linearize(tree: Tree) -> str:
-    """The tree as the decoder's target: "(S (NP XX XX ) (VP XX ) XX )" (module docstring)."""
-    return " ".join(_tokens(tree))
+def linearize(tree: Tree, tag_leaves: bool = False) -> str:
+    """The tree as the decoder's target: "(S (NP XX XX ) (VP XX ) XX )" (module docstring), or with
+    ``tag_leaves`` "(S (NP @NNP @NNP ) (VP @VBZ ) @. )"."""
+    return " ".join(_tokens(tree, tag_leaves))
 
 
 def is_open(token: str) -> bool:
     return token.startswith("(") and len(token) > 1
 
 
+def is_leaf(token: str) -> bool:
+    """A word's place in a linearized tree: the slot XX or a tag leaf such as @NN."""
+    return token == SLOT or (token.startswith(TAG_LEAF) and len(token) > 1)
+
+
+def leaf_tag(token: str) -> str:
+    """The POS tag a leaf writes: XX for the slot, NN for @NN."""
+    return SLOT if token == SLOT else token[len(TAG_LEAF):]
+
+
 def delinearize(sequence: str, words: Sequence[str], tags: Optional[Sequence[str]] = None) -> Tree:
-    """The tree of a well-formed ``sequence`` with ``words`` in its slots, under ``tags`` (default: ``XX``).
+    """The tree of a well-formed ``sequence`` with ``words`` in its leaves, under ``tags`` (default: each leaf's
+    own, ``XX`` for a slot).
 
     Raises ValueError on a malformed sequence (``repair`` it first) or when the slots and words differ in number.
     """
-    tags = [SLOT] * len(words) if tags is None else list(tags)
-    if len(tags) != len(words):
+    if tags is not None and len(tags) != len(words):
         raise ValueError(f"tags: {len(tags)} for {len(words)} words")
     stack: List[Tuple[str, list]] = []
     roots: List[Tree] = []
@@ -176,10 +188,10 @@ def delinearize(sequence: str, words: Sequence[str], tags: Optional[Sequence[str
     for token in sequence.split():
         if is_open(token):
             stack.append((token[1:], []))
-        elif token == SLOT and stack:
+        elif is_leaf(token) and stack:
             if slot >= len(words):
                 raise ValueError(f"sequence: more slots than the {len(words)} words")
-            stack[-1][1].append(Tree(tags[slot], (words[slot],)))
+            stack[-1][1].append(Tree(leaf_tag(token) if tags is None else tags[slot], (words[slot],)))
             slot += 1
         elif token == CLOSE and stack and stack[-1][1]:
             label, children = stack.pop()
@@ -214,7 +226,7 @@ def _drop_last_slots(items: list, surplus: int) -> int:
         if not surplus:
             break
         item = items[index]
-        if item == SLOT:
+        if isinstance(item, str):  # a leaf
             del items[index]
             surplus -= 1
         else:
@@ -225,12 +237,12 @@ def _drop_last_slots(items: list, surplus: int) -> int:
 
 
 def _count_slots(items: list) -> int:
-    return sum(1 if item == SLOT else _count_slots(item[1]) for item in items)
+    return sum(1 if isinstance(item, str) else _count_slots(item[1]) for item in items)
 
 
 def _write(item) -> List[str]:
-    if item == SLOT:
-        return [SLOT]
+    if isinstance(item, str):  # a leaf
+        return [item]
     return [f"({item[0]}"] + [t for child in item[1] for t in _write(child)] + [CLOSE]
 
 
@@ -241,11 +253,11 @@ def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repai
     result is the empty sequence.
     """
     problems: List[str] = []
-    forest: list = []  # finished top-level items: SLOT or [label, children]
+    forest: list = []  # finished top-level items: a leaf token or [label, children]
     stack: list = []
     for token in sequence.split():
-        if token == SLOT:
-            (stack[-1][1] if stack else forest).append(SLOT)
+        if is_leaf(token):
+            (stack[-1][1] if stack else forest).append(token)
         elif token == CLOSE:
             if not stack:
                 problems.append("unmatched )")
@@ -274,7 +286,7 @@ def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repai
         problems.append("too few slots")
     if not num_words:
         return Repaired("", tuple(problems))
-    if len(forest) == 1 and forest[0] != SLOT:
+    if len(forest) == 1 and not isinstance(forest[0], str):
         root = forest[0]
     else:
         problems.append("no single root" if forest else "no tree")

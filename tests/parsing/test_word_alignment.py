@@ -1,0 +1,76 @@
+"""ModelConfig.align_words: the decoder input gets P · memory[word k], k the leaves written so far (model.py)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.config import ModelConfig, Recipe
+from keras_transformer.decoding import model_step
+from keras_transformer.model import build_model, count_parameters
+
+LEAF = 7  # the target's leaf piece in these made-up tables
+CONFIG = ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2, num_decoder_layers=2,
+                     dropout=0.0, max_length=64, align_words=True)
+
+
+def _model():
+    model = build_model(CONFIG)
+    is_leaf = np.zeros(50, np.float32)
+    is_leaf[LEAF] = 1
+    starts = (np.arange(50) % 2 == 0).astype(np.float32)  # even pieces start a word, odd ones continue it
+    model.set_word_tables(is_leaf, starts)
+    return model
+
+
+def test_word_memory_is_the_encoder_output_at_each_words_first_piece():
+    model = _model()
+    source = np.array([[10, 11, 12, 14, 15, 3, 0], [20, 3, 0, 0, 0, 0, 0]], np.int32)  # words start at 10, 12, 14
+    memory = model.encode(source)
+    words = np.asarray(model.word_memory(source, memory))
+    np.testing.assert_allclose(words[0, :3], np.asarray(memory)[0, [0, 2, 3]], atol=1e-6)
+    np.testing.assert_array_equal(words[0, 3:], 0)  # past the last word; EOS (3) and PAD start none
+    np.testing.assert_allclose(words[1, 0], np.asarray(memory)[1, 0], atol=1e-6)
+    np.testing.assert_array_equal(words[1, 1:], 0)
+
+
+def test_the_teacher_forced_input_points_at_the_word_after_the_leaves_so_far():
+    model = _model()
+    source = np.array([[10, 12, 14, 3]], np.int32)
+    words = model.word_memory(source, model.encode(source))
+    target_in = np.array([[1, 20, LEAF, 21, LEAF, LEAF, 22, LEAF]], np.int32)  # BOS, then leaves at 2, 4, 5, 7
+    aligned = np.asarray(model.aligned_inputs(target_in, words))[0]
+    projected = np.asarray(model.alignment(words))[0]  # [S, D]: P · word k
+    for t, k in enumerate([0, 0, 1, 1, 2, 3, 3, 4]):
+        np.testing.assert_allclose(aligned[t], projected[k] if k < 3 else 0.0, atol=1e-6)
+
+
+def test_cached_steps_equal_the_full_pass_with_alignment():
+    model = _model()
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 50, (2, 9)).astype(np.int32)
+    source[1, 6:] = 0
+    target_in = rng.choice([LEAF, LEAF, 20, 31, 42], (2, 12)).astype(np.int32)
+    target_in[:, 0] = 1
+    full = np.asarray(model((source, target_in)))  # [B, T, V]
+    step_fn, cache, constants = model_step.cached_step_fn(model, tf.constant(source), 1)
+    steps = []
+    for t in range(target_in.shape[1]):
+        log_probs, cache = step_fn(tf.constant(target_in[:, t]), t, cache, constants)
+        steps.append(np.asarray(log_probs))
+    expected = tf.nn.log_softmax(full).numpy()
+    np.testing.assert_allclose(np.stack(steps, 1)[..., 4:], expected[..., 4:], atol=1e-4)  # PAD, BOS banned
+
+
+def test_the_tables_and_projection_are_weights_and_count():
+    model = _model()
+    names = [w.path for w in model.weights]
+    assert "transformer/word_tables" in names and "transformer/word_alignment/kernel" in names
+    assert model.count_params() - 2 * 50 == count_parameters(CONFIG)  # the tables are not parameters
+    assert count_parameters(CONFIG) == count_parameters(dataclasses.replace(CONFIG, align_words=False)) + 16 * 16
+
+
+def test_align_words_is_a_parsing_option():
+    with pytest.raises(ValueError, match="align_words: applies to the parsing task only"):
+        Recipe(name="x", model=CONFIG)
