@@ -23,6 +23,8 @@ from keras_transformer.tasks.parsing import trees
                                 "no tree")),
     ("(S XX )", 0, "", ("too many slots",)),
     ("", 0, "", ()),
+    ("(S (NP @DT @NN ) (VP @VBZ @NN ) )", 3, "(S (NP @DT @NN ) (VP @VBZ ) )", ("too many slots",)),  # tag leaves
+    ("(NP @DT ) @NN", 3, "(S (NP @DT ) @NN XX )", ("too few slots", "no single root")),
 ])
 def test_repair_cases(sequence, num_words, fixed, problems):
     result = trees.repair(sequence, num_words)

@@ -107,6 +107,22 @@ def test_fill_slots_in_graph():
             assert trees.read_trees(text)  # PTB brackets EVALB can read
 
 
+def test_fill_slots_writes_the_tags_of_tag_leaves():
+    out = fill_slots(tf.constant(["(S (NP @NNP @NNP ) (VP @VBZ ) @. )", "(S @-LRB- XX )"]),
+                     tf.constant(["Ms. Haag plays .", "( b"]), tf.constant([4, 2], tf.int32))
+    assert out.numpy().astype(str).tolist() == ["(S (NP (NNP Ms.) (NNP Haag)) (VP (VBZ plays)) (. .))",
+                                                "(S (-LRB- -LRB-) (XX b))"]
+
+
+def test_tag_leaves_are_slots_to_the_constraint(tmp_path):
+    from keras_transformer.data.tokenizer import Tokenizer
+
+    tok = Tokenizer.train(["a dog barks", "(S @DT @NN )"] * 50, 280, tmp_path / "tags",
+                          atomic_words=["(S", ")", "XX", "@DT", "@NN"])
+    kinds = tree_constraint.token_kinds(tok)
+    assert sorted(k for k in kinds.kinds if k != K.BANNED) == [K.OPEN, K.CLOSE, K.SLOT, K.SLOT, K.SLOT, K.EOS]
+
+
 def test_count_words_by_word_initial_pieces():
     starts = tf.constant([False, False, False, False, True, False, True], tf.bool)  # ids 4 and 6 begin a word
     source = tf.constant([[4, 5, 6, EOS_ID, PAD_ID], [EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID]], tf.int32)

@@ -113,3 +113,15 @@ def test_tokenizer_keeps_every_label_whole(sample_data_dir, tmp_path, sample_spl
     source_ids = tok.tokenize(list(dev.sources)).to_tensor(0)
     counted = tree_constraint.count_words(source_ids, tf.constant(kinds.word_starts)).numpy().tolist()
     assert counted == [len(s.split()) for s in dev.sources]
+
+
+def test_tag_leaves_are_one_piece_each(sample_data_dir, tmp_path):
+    recipe = recipes.get("ptb_sample")
+    recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, tree_leaves="tag"))
+    dev = treebank.load(recipe.data, "dev", sample_data_dir)
+    assert dev.targets[0].startswith("(S (NP (NP @NNP @NNP @NNP ) @, (NP @NNP @, @NNP ) @, ) (VP @VBD ")
+    tok = tokenizer.get_or_train(recipe, tmp_path, sample_data_dir, treebank.TREEBANK)
+    assert tokenizer.cache_key(recipe, sample_data_dir, corpus=treebank.TREEBANK) != tokenizer.cache_key(
+        recipes.get("ptb_sample"), sample_data_dir, corpus=treebank.TREEBANK)
+    target_pieces = tok.tokenize(list(dev.targets)).row_lengths().numpy()
+    assert target_pieces.tolist() == [len(t.split()) for t in dev.targets]

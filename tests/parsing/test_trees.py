@@ -83,6 +83,14 @@ def test_delinearize_takes_tags_or_the_placeholder():
         trees.delinearize("(S XX", ["one"])
 
 
+def test_tag_leaves_carry_the_pos_tags_both_ways():
+    tree = trees.clean(trees.read_trees("( (S (NP-SBJ (NNP Ms.) (NNP Haag)) (VP (VBZ plays)) (. .)) )")[0])
+    assert trees.linearize(tree, tag_leaves=True) == "(S (NP @NNP @NNP ) (VP @VBZ ) @. )"
+    assert trees.delinearize("(S (NP @NNP @NNP ) (VP @VBZ ) @. )", trees.words(tree)) == tree  # its own tags
+    assert trees.to_string(trees.delinearize("(S @DT XX )", ["a", "b"])) == "(S (DT a) (XX b))"
+    assert [trees.is_leaf(t) for t in ("XX", "@NN", "@,", "@", "(NP", ")")] == [True, True, True, False, False, False]
+
+
 def test_words_with_brackets_are_escaped_in_strings():
     assert trees.to_string(Tree("S", (Tree("XX", ("(",)), Tree("XX", (")",))))) == "(S (XX -LRB-) (XX -RRB-))"
 
@@ -93,6 +101,7 @@ def test_round_trip_on_every_sample_tree(sample_splits):
         for tree, source, target in zip(split.trees, split.sources, split.targets):
             assert source == " ".join(trees.words(tree))
             assert target == trees.linearize(tree)
+            assert trees.delinearize(trees.linearize(tree, tag_leaves=True), source.split()) == tree
             assert trees.delinearize(target, source.split(), trees.tags(tree)) == tree  # tree -> sequence -> tree
             assert trees.read_trees(trees.to_string(tree)) == [tree]  # and through its one-line string
             assert trees.repair(target, len(source.split())) == trees.Repaired(target, ())  # nothing to repair
