@@ -35,6 +35,8 @@ DATA_FLAGS = (  # DataConfig (§5.1)
      "them, relative paths in the data directory (default: the WSJ sample ptb-wsj-sample/treebank.zip). Splits "
      "train/dev/test are WSJ sections 02-21/22/23 when present, else the sample's files 0001-0179/0180-0189/"
      "0190-0199; sections:SS-SS and files:NNNN-NNNN name others."),
+    ("string", "tree_leaves", "Corpus ptb: a word's leaf in the linearized tree: slot (XX, Vinyals et al. 2015) or "
+     "tag (its POS tag, @NN: the parser also tags)."),
     ("string", "train_split", "Name of the training split (e.g. train)."),
     ("string", "eval_split", "Validation split (e.g. val, validation, newstest2013)."),
     ("string", "test_split", "Test split (e.g. test_2016_flickr, test, newstest2014)."),
@@ -65,6 +67,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
     ("float", "relu_dropout", "Dropout on the FFN's inner ReLU activations (not in the paper)."),
     ("string", "norm", "Where each sub-layer's LayerNorm sits: post, LayerNorm(x + Sublayer(x)) as in §3.1; or pre, "
      "x + Sublayer(LayerNorm(x)) with a final LayerNorm per stack (pre-LN, not in the paper)."),
+    ("boolean", "align_words", "Parsing: add the encoder output of the next word to bracket to the decoder input "
+     "(not in the paper; docs/parsing.md)."),
 )
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),
