@@ -132,10 +132,9 @@ class TensorBoardScalars(keras.callbacks.Callback):
     the validation metrics. Tokens are the real target tokens counted by ``model.token_metrics``.
     """
 
-    def __init__(self, logdir: str, every: int = 50, log_lines: bool = False):
+    def __init__(self, logdir: str, every: int = 50):
         super().__init__()
         self.every = every
-        self.log_lines = log_lines
         self.train_writer = tf.summary.create_file_writer(os.path.join(logdir, "train"))
         self.eval_writer = tf.summary.create_file_writer(os.path.join(logdir, "validation"))
         self._mark = None
@@ -165,8 +164,6 @@ class TensorBoardScalars(keras.callbacks.Callback):
             for name, value in scalars.items():
                 tf.summary.scalar(name, value)
         self.train_writer.flush()
-        if self.log_lines:
-            print(f"step {step}: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(scalars.items())), flush=True)
 
     def on_epoch_end(self, epoch, logs=None):
         step = optimizer_step(self.model.optimizer)
@@ -175,6 +172,4 @@ class TensorBoardScalars(keras.callbacks.Callback):
             for name, value in val.items():
                 tf.summary.scalar(name, value)
         self.eval_writer.flush()
-        if self.log_lines and val:
-            print(f"step {step} validation: " + " ".join(f"{k}={v:.4g}" for k, v in sorted(val.items())), flush=True)
         self._mark = (time.perf_counter(), self._token_count(), step)

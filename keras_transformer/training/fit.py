@@ -29,6 +29,7 @@ from keras_transformer.data import batching, build_datasets, tokenizer
 from keras_transformer.schedules import paper_adam
 from keras_transformer.tf_setup import quietly
 from keras_transformer.training import callbacks as kt_callbacks
+from keras_transformer.training.progress import Progress
 from keras_transformer.training import data_fingerprint, init_from, preemption
 from keras_transformer.training import lock as workdir_lock
 from keras_transformer.training.train_step import TransformerTrainer, build_trainer
@@ -212,13 +213,12 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
 
     batches_per_epoch = t.checkpoint_every * plan.accumulation  # one Keras "epoch" = one checkpoint interval
     epochs = math.ceil(t.train_steps / t.checkpoint_every)
-    interactive = sys.stdout.isatty()
     stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60)
+    every = max(1, min(50, t.checkpoint_every))
     callbacks = [
         stop,
         keras.callbacks.TerminateOnNaN(),
-        kt_callbacks.TensorBoardScalars(str(paths.tensorboard), every=max(1, min(50, t.checkpoint_every)),
-                                        log_lines=not interactive and verbose != 0),
+        kt_callbacks.TensorBoardScalars(str(paths.tensorboard), every=every),
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
     if t.bleu_samples and chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
@@ -229,6 +229,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         keep_best = kt_callbacks.KeepBest(state, str(paths.best), t.keep_best_by, t.keep_best,
                                           t.early_stopping_patience)
         callbacks.append(keep_best)
+    if verbose is None and chief:  # the run's one progress line (Keras's own bars with verbose=1 or 2)
+        callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every))
     start = time.time()
     with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
         history = model.fit(
@@ -239,7 +241,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
             steps_per_epoch=batches_per_epoch,
             shuffle=False,  # the tf.data pipeline shuffles (batching.py)
             callbacks=callbacks + on_signal,
-            verbose=(1 if interactive else 0) if verbose is None else verbose,
+            verbose=verbose or 0,
         )
     keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
     steps = kt_callbacks.optimizer_step(model.optimizer)
