@@ -3,7 +3,7 @@
     Progress(train_steps, max_seconds=0, interactive=None, every=50)   a Keras callback
     progress_line(step, expected, elapsed, eta, loss, seconds_per_step, val) -> str
 
-    step 1,250/3,300  38% [=======>............]  11m02s elapsed, ETA 18m10s  0.53 s/step  loss 2.312  val ppl 5.12  val F1 58.44
+    step 1,250/~3,300   38% [=======>............]  11m02s elapsed, ETA 18m10s  0.53 s/step  loss 2.312  val ppl 5.12
 
 In a terminal the line is rewritten in place ("\\r") about once a second; piped (a log file, CI) it is printed
 as a plain line every ``every`` steps and after each validation. Expected steps: the recipe's ``train_steps``,

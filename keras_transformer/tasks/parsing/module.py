@@ -61,7 +61,8 @@ def fill_slots(linearized, inputs, slots):
     lengths = tf.gather(words.row_lengths(), row)  # [M]
     index = tf.where(ordinal < lengths, tf.gather(words.row_starts(), row) + ordinal, tf.size(flat_words,
                                                                                               tf.int64) - 1)
-    tag = tf.where(is_tag, tf.strings.regex_replace(flat, "^" + re.escape(trees_lib.TAG_LEAF), ""), trees_lib.SLOT)  # [M]
+    tag = tf.where(is_tag, tf.strings.regex_replace(flat, "^" + re.escape(trees_lib.TAG_LEAF), ""),
+                   trees_lib.SLOT)  # [M] a leaf's POS tag, XX for a slot
     filled = tf.where(is_slot, "(" + tag + " " + tf.gather(flat_words, index) + ")", flat)  # [M]
     trees = tf.strings.reduce_join(tokens.with_flat_values(filled), axis=1, separator=" ")  # [B]
     trees = tf.strings.regex_replace(trees, r" \)", ")")  # "(XX Haag) )" -> "(XX Haag))", as trees.to_string
