@@ -107,6 +107,9 @@ def _positions(model) -> np.ndarray:
 
 def _check_supported(recipe: Recipe, tokenizer, model) -> None:
     c = recipe.model
+    if c.align_words:
+        raise ValueError("align_words: CTranslate2's decoder has no input for the next word's encoder output; "
+                         "export this parser as a SavedModel")
     if c.key_dim != c.value_dim:
         raise ValueError(f"d_v: CTranslate2 needs d_k == d_v, got d_k={c.key_dim}, d_v={c.value_dim}")
     for role, model_tokenizer in tokenizer.models.items():

@@ -74,3 +74,11 @@ def test_the_tables_and_projection_are_weights_and_count():
 def test_align_words_is_a_parsing_option():
     with pytest.raises(ValueError, match="align_words: applies to the parsing task only"):
         Recipe(name="x", model=CONFIG)
+
+
+def test_an_aligned_parser_is_not_exported_to_ctranslate2():
+    import recipes
+    from keras_transformer.engines import ctranslate2_convert
+
+    with pytest.raises(ValueError, match="align_words: CTranslate2's decoder has no input"):
+        ctranslate2_convert._check_supported(recipes.get("ptb_sample"), None, None)
