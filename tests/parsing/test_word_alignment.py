@@ -15,10 +15,10 @@ CONFIG = ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encode
                      dropout=0.0, max_length=64, align_words=True)
 
 
-def _model():
+def _model(leaves=(LEAF,)):
     model = build_model(CONFIG)
     is_leaf = np.zeros(50, np.float32)
-    is_leaf[LEAF] = 1
+    is_leaf[list(leaves)] = 1
     starts = (np.arange(50) % 2 == 0).astype(np.float32)  # even pieces start a word, odd ones continue it
     model.set_word_tables(is_leaf, starts)
     return model
@@ -82,3 +82,24 @@ def test_an_aligned_parser_is_not_exported_to_ctranslate2():
 
     with pytest.raises(ValueError, match="align_words: CTranslate2's decoder has no input"):
         ctranslate2_convert._check_supported(recipes.get("ptb_sample"), None, None)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # the one-token prefix at step 0
+def test_the_beam_search_carries_each_hypothesis_leaf_count():
+    """The cached search (leaf counts in the cache, reordered with the beams) equals the search over the no-cache
+    baseline, which re-decodes every prefix (its leaves counted from the prefix itself)."""
+    from keras_transformer.decoding import translate_ids
+    from keras_transformer.decoding.beam_search import beam_search
+
+    leaves = range(4, 50, 2)  # half the pieces, so that an untrained model writes leaves
+    model = _model(leaves)
+    rng = np.random.default_rng(1)
+    sources = rng.integers(4, 50, (2, 6)).astype(np.int32)
+    sources[1, 3:] = 0
+    sequences, scores = translate_ids(model, sources, beam_size=3, alpha=0.6, extra_length=6)
+    max_lengths = model_step.max_output_lengths(sources, 6, 64)
+    step_fn, cache, constants = model_step.redecode_step_fn(model, sources, 3, int(tf.reduce_max(max_lengths)))
+    uncached = beam_search(step_fn, cache, 3, max_lengths, 0.6, constants)
+    np.testing.assert_array_equal(uncached.sequences, sequences)
+    np.testing.assert_allclose(uncached.scores, scores, atol=1e-4)
+    assert np.isin(np.asarray(sequences), leaves).sum() > 10  # leaves were written, so the counts mattered
