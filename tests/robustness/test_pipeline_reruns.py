@@ -33,7 +33,7 @@ def test_killed_in_training_then_in_evaluation_the_same_command_finishes(local_c
     unbuffered = {"PYTHONUNBUFFERED": "1"}
 
     training = start_cli("pipeline", *flags, env=unbuffered)
-    _signal_after(training, "step 50:")  # in stage 1: training checkpoints the step and exits 143
+    _signal_after(training, "step 50/")  # in stage 1: training checkpoints the step and exits 143
     stopped = finish_cli(training, check=False, timeout=300)
     assert stopped.returncode == 143 and "interrupted by SIGTERM at step" in stopped.stderr, stopped.stderr[-2000:]
     assert not export_dir.exists()
@@ -45,7 +45,7 @@ def test_killed_in_training_then_in_evaluation_the_same_command_finishes(local_c
     assert "Traceback" not in stopped.stderr and not export_dir.exists()
 
     done = run_cli("pipeline", *flags, timeout=600)
-    assert "step 50:" not in done.stdout  # no training step again
+    assert "step 50/" not in done.stdout  # no training step again
     assert "[3/5] " in done.stdout and "[4/5] exported the SavedModel" in done.stdout
     again = run_cli("pipeline", *flags, timeout=600)  # and once more, after success: every stage is done
     assert "[1/5] already trained tiny to step 120" in again.stdout and "[4/5] already exported" in again.stdout

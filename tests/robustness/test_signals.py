@@ -15,7 +15,7 @@ from keras_transformer.training import preemption
 from tests.robustness.training_runs import summary, train_flags
 from tests.support import failure_message, run_cli, start_cli
 
-STARTED = "step 50:"  # the first line TensorBoardScalars prints: training runs
+STARTED = "step 50/"  # the first progress line printed when piped: training runs
 
 
 def _interrupt(flags, signum, timeout=300):

@@ -14,8 +14,8 @@ def train_flags(corpus, workdir, train_steps=300, *extra) -> list:
 
     The tiny recipe's dropout (0.1): a checkpoint holds the dropout generators' states, so a resumed run ends
     bit-identical to an uninterrupted one with dropout too. One checkpoint interval longer than the run: the
-    only checkpoints are the ones a test causes and the final one. TensorBoardScalars prints "step 50: ..." to
-    stdout (not a terminal).
+    only checkpoints are the ones a test causes and the final one. The progress line "step 50/..." is printed to
+    stdout (not a terminal) every 50 steps.
     """
     return ["--recipe=tiny", "--num_layers=1", f"--train_prefix={corpus}/train", f"--eval_prefix={corpus}/dev",
             "--source_lang=en", "--target_lang=de", "--vocab_size=600", "--max_length=48", "--tokens_per_batch=1024",
