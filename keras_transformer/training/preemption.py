@@ -17,9 +17,9 @@ callback reads that flag at each batch end (a Python attribute read: no other co
 
 The same command then resumes from that checkpoint: training skips ``step * accumulation`` batches of its
 deterministic stream, so the resumed run sees the batches an uninterrupted one would, and its weights end
-bit-identical (``training.weights_digest``). A checkpoint written between the micro-batches of one accumulated
-update holds that update's step: the accumulators live outside checkpoints, and the resumed run replays the
-update's micro-batches from its first.
+bit-identical (``training.weights_digest``). With gradient accumulation the run stops at the end of the update
+under way when the signal came (at most A - 1 more micro-batches): the accumulators live outside checkpoints,
+and a checkpoint between micro-batches would hold the dropout generators past the ones the resumed run replays.
 
 After the first signal SIGINT gets its default action back, so a second Ctrl-C stops at once (checkpoints are
 written atomically, so one cut short leaves the earlier ones intact); a repeated SIGTERM is only recorded again.
@@ -72,7 +72,9 @@ class StopOnSignal(keras.callbacks.Callback):
         self.signum: Optional[int] = None  # set by the signal handler; read at each batch end
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.signum is not None:
+        # At an update's end only: a checkpoint between its micro-batches would hold the dropout generators'
+        # states past the micro-batches that the resumed run replays (module docstring).
+        if self.signum is not None and self.model.between_updates():
             self.stop()
 
     def on_test_batch_end(self, batch, logs=None):  # validation between checkpoint intervals: stop there too

@@ -78,6 +78,10 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
     def metrics(self):
         return [self.token_metrics]
 
+    def between_updates(self) -> bool:
+        """Whether no accumulated update is under way (its micro-batches all applied, or none begun)."""
+        return self._accumulators is None or int(self._accumulators.micro_steps.numpy()) % self.accumulation == 0
+
     def _statistics(self, data, training):
         (source_ids, target_in_ids), target_out_ids, _ = keras.utils.unpack_x_y_sample_weight(data)  # [B, S], [B, T]
         logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
