@@ -97,8 +97,8 @@ class Transformer(keras.Model):
 
     def set_word_tables(self, is_leaf, starts_word):
         """is_leaf [V], starts_word [V] (0/1): which target pieces are leaves, which source pieces start a word."""
-        self.word_tables.assign(ops.stack([ops.convert_to_tensor(t, self.word_tables.dtype) for t in
-                                           (ops.cast(is_leaf, "float32"), ops.cast(starts_word, "float32"))]))
+        self.word_tables.assign(ops.stack([ops.cast(is_leaf, self.word_tables.dtype),
+                                           ops.cast(starts_word, self.word_tables.dtype)]))
 
     def _table(self, row, ids):
         """ids [...] -> [...] int32 0/1: word_tables[row] at ids (read as int32: mixed precision reads it in bf16)."""
