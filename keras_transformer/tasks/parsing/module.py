@@ -53,17 +53,17 @@ def fill_slots(linearized, inputs, slots):
     flat = tokens.flat_values  # [M]
     row = tokens.value_rowids()  # [M]
     is_tag = tf.strings.regex_full_match(flat, re.escape(trees_lib.TAG_LEAF) + ".+")  # [M] "@NN": a tag leaf
-    is_slot = tf.logical_or(tf.equal(flat, trees_lib.SLOT), is_tag)  # [M] a leaf
-    ordinal = tf.cumsum(tf.cast(is_slot, tf.int64), exclusive=True)  # [M] slots before each token, all rows
+    is_leaf = tf.logical_or(tf.equal(flat, trees_lib.SLOT), is_tag)  # [M] a leaf
+    ordinal = tf.cumsum(tf.cast(is_leaf, tf.int64), exclusive=True)  # [M] leaves before each token, all rows
     ordinal -= tf.gather(tf.concat([[0], tf.cumsum(tf.math.bincount(
-        tf.cast(row, tf.int32), weights=tf.cast(is_slot, tf.int64), minlength=tf.shape(words.row_lengths())[0],
+        tf.cast(row, tf.int32), weights=tf.cast(is_leaf, tf.int64), minlength=tf.shape(words.row_lengths())[0],
         dtype=tf.int64))], axis=0), row)  # [M] slots before each token in its own row
     lengths = tf.gather(words.row_lengths(), row)  # [M]
     index = tf.where(ordinal < lengths, tf.gather(words.row_starts(), row) + ordinal, tf.size(flat_words,
                                                                                               tf.int64) - 1)
     tag = tf.where(is_tag, tf.strings.regex_replace(flat, "^" + re.escape(trees_lib.TAG_LEAF), ""),
                    trees_lib.SLOT)  # [M] a leaf's POS tag, XX for a slot
-    filled = tf.where(is_slot, "(" + tag + " " + tf.gather(flat_words, index) + ")", flat)  # [M]
+    filled = tf.where(is_leaf, "(" + tag + " " + tf.gather(flat_words, index) + ")", flat)  # [M]
     trees = tf.strings.reduce_join(tokens.with_flat_values(filled), axis=1, separator=" ")  # [B]
     trees = tf.strings.regex_replace(trees, r" \)", ")")  # "(XX Haag) )" -> "(XX Haag))", as trees.to_string
     position = tf.ragged.range(words.row_lengths())  # [B, (n)]
