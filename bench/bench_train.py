@@ -155,9 +155,10 @@ def bench_recipe(name, torch, peaks):
 
 
 def update_peaks(peaks):
-    measured = harness.matmul_peak(seconds=FLAGS.peak_seconds)
+    bfloat16 = any("bf16" in v for v in FLAGS.variants)
+    measured = harness.matmul_peak(seconds=FLAGS.peak_seconds, bfloat16=bfloat16)
     peaks["float32"] = max(peaks.get("float32", 0.0), measured["tensorflow"], measured["numpy"])
-    peaks["bfloat16"] = max(peaks.get("bfloat16", 0.0), measured["tensorflow_bf16"])
+    peaks["bfloat16"] = max(peaks.get("bfloat16", 0.0), measured.get("tensorflow_bf16", 0.0))
 
 
 def main(argv):

@@ -17,6 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+import keras_transformer  # noqa: F401  before TensorFlow: the package's TF environment (oneDNN on every x86 CPU)
+
 # Batch shapes [B, S] -> [B, T] per recipe, like the length-bucketed batches of data/batching.py.
 # multi30k: a real bucket of ~4096 tokens per side. base: scaled down from the paper's ~25000 tokens
 # per side (§5.1) to ~600, so that one step on a small CPU takes seconds rather than minutes.
@@ -102,9 +104,12 @@ def train_step_flops(config, b: int, s: int, t: int) -> int:
     return 3 * (encoder + decoder + softmax)
 
 
-def matmul_peak(n: int = 1024, seconds: float = 0.5) -> Dict[str, float]:
+def matmul_peak(n: int = 1024, seconds: float = 0.5, bfloat16: bool = True) -> Dict[str, float]:
     """Dense matmul rate (FLOP/s), best of repeated [n, n] x [n, n] products for ``seconds`` each:
-    {"tensorflow": float32, "numpy": float32, "tensorflow_bf16": bfloat16 inputs}."""
+    {"tensorflow": float32, "numpy": float32, "tensorflow_bf16": bfloat16 inputs (if ``bfloat16``)}.
+
+    oneDNN aborts the process on a bfloat16 matmul when capped below AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2),
+    so a float32-only benchmark passes ``bfloat16=False``."""
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
@@ -115,8 +120,10 @@ def matmul_peak(n: int = 1024, seconds: float = 0.5) -> Dict[str, float]:
     tf_matmul = tf.function(lambda x, y: tf.cast(tf.matmul(x, y)[0, 0], tf.float32))
     flops = 2.0 * n ** 3
     result = {}
-    for name, fn in (("tensorflow", lambda: tf_matmul(ta, tb).numpy()), ("numpy", lambda: a @ b),
-                     ("tensorflow_bf16", lambda: tf_matmul(ta16, tb16).numpy())):
+    probes = [("tensorflow", lambda: tf_matmul(ta, tb).numpy()), ("numpy", lambda: a @ b)]
+    if bfloat16:
+        probes.append(("tensorflow_bf16", lambda: tf_matmul(ta16, tb16).numpy()))
+    for name, fn in probes:
         fn()  # warm-up (and trace)
         best, deadline = float("inf"), time.perf_counter() + seconds
         while time.perf_counter() < deadline:

@@ -139,8 +139,12 @@ def train_and_average(recipe: Recipe, workdir: str, data_dir: str, strategy: str
     start = time.time()
     summary = training.train(recipe, workdir, data_dir, strategy)
     train_seconds = time.time() - start
-    budget = (f"; its {recipe.train.max_train_minutes:g}-minute budget (--max_train_minutes) stopped it"
-              if summary.stopped_by_time else "")
+    budget = ""
+    if summary.past_budget:
+        budget = (f"; past its {recipe.train.max_train_minutes:g}-minute budget (--max_train_minutes) it trained on "
+                  f"to the {recipe.train.min_train_steps:,} steps of --min_train_steps")
+    elif summary.stopped_by_time:
+        budget = f"; its {recipe.train.max_train_minutes:g}-minute budget (--max_train_minutes) stopped it"
     log(f"[1/5] trained {recipe.name} to step {summary.steps} in {train_seconds:.0f} s ({summary.policy}{budget})")
     best = bool(recipe.train.keep_best_by)  # the best checkpoints by validation, else the last ones
     averaged = averaging.average_checkpoints(workdir, recipe.decode.average_checkpoints, best=best)

@@ -91,6 +91,12 @@ def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeyp
     assert lines[0].startswith("[1/5] trained multi30k_demo to step 470 in ")
     assert lines[0].endswith(" s (float32; its 15-minute budget (--max_train_minutes) stopped it)")
     assert trained["policy"] == "float32" and trained["stopped_by_time"] and trained["step"] == 470
+    floor = recipes.get("multi30k_demo").train.min_train_steps
+    monkeypatch.setattr(training, "train", lambda *args, **kwargs: training.TrainSummary(
+        steps=floor, resumed_from=0, weights_sha256="", stopped_by_time=True, past_budget=True, policy="float32"))
+    job.train_and_average(recipes.get("multi30k_demo"), str(tmp_path), "data", "one_device", lines.append)
+    assert lines[2].endswith(f" s (float32; past its 15-minute budget (--max_train_minutes) it trained on to the "
+                             f"{floor:,} steps of --min_train_steps)")
 
 
 def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):

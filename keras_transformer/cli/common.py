@@ -73,6 +73,7 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),
     ("float", "max_train_minutes", "Stop (and checkpoint) after this much wall time; 0 = no cap."),
+    ("integer", "min_train_steps", "Train at least this many steps even past --max_train_minutes; 0 = the cap alone."),
     ("integer", "warmup_steps", "Override warmup_steps of Eq. 3."),
     ("float", "learning_rate_scale", "Multiplies Eq. 3."),
     ("float", "label_smoothing", "Override ε_ls."),

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Optional
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 from keras_transformer.schedules import optimizer_step  # noqa: F401  (also imported from here)
 from keras_transformer.workdir import BEST_MANIFEST
@@ -103,25 +104,53 @@ class StopAtStep(keras.callbacks.Callback):
 
     With ``max_seconds`` the run also stops once that much wall time has passed
     since this run's training began (a compute budget); ``SaveCheckpoints`` then saves the
-    step reached, so the run can be resumed or evaluated from there.
+    step reached, so the run can be resumed or evaluated from there. ``min_steps`` is a floor
+    under that budget: past it, the run trains on to ``min_steps``. ``forecast_after`` steps
+    into the run (timed from the end of its first, which traces the step), ``warn`` gets one
+    line when the budget will buy fewer than ``min_steps``: how many it buys, and the minutes
+    the floor will take on this machine.
     """
 
-    def __init__(self, train_steps: int, max_seconds: float = 0.0):
+    def __init__(self, train_steps: int, max_seconds: float = 0.0, min_steps: int = 0, forecast_after: int = 50,
+                 warn: Callable[[str], None] = logging.warning):
         super().__init__()
-        self.train_steps = train_steps
-        self.max_seconds = max_seconds
+        self.train_steps, self.max_seconds, self.min_steps = train_steps, max_seconds, min_steps
+        self.forecast_after, self.warn = forecast_after, warn
         self.stopped_by_time = False
-        self._start = None
+        self.past_budget = False  # the budget ran out below min_steps
+        self._start = self._first = None  # (time, step) when training began and after its first step
 
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
 
+    def forecast(self, step: int, now: float) -> Optional[int]:
+        """The step the time budget will stop at, at this run's speed since its first step (None: not known)."""
+        if not self.max_seconds or self._first is None or step <= self._first[1]:
+            return None
+        per_step = (now - self._first[0]) / (step - self._first[1])
+        return step + int(max(0.0, self.max_seconds - (now - self._start)) / per_step)
+
     def on_train_batch_end(self, batch, logs=None):
-        if optimizer_step(self.model.optimizer) >= self.train_steps:
+        step, now = optimizer_step(self.model.optimizer), time.monotonic()
+        if self._first is None:
+            self._first = (now, step)
+        elif step == self._first[1] + self.forecast_after and self.min_steps:
+            reach = self.forecast(step, now)
+            if reach is not None and reach < self.min_steps:
+                per_step = (now - self._first[0]) / (step - self._first[1])
+                total = (now - self._start) + (self.min_steps - step) * per_step
+                self.warn(f"at {per_step:.2f} s a step, the {self.max_seconds / 60:g}-minute budget "
+                          f"(--max_train_minutes) buys ~{reach:,} steps, fewer than the {self.min_steps:,} this "
+                          f"recipe needs (--min_train_steps): training on to step {self.min_steps:,}, "
+                          f"~{total / 60:.0f} minutes on this machine (--min_train_steps=0 keeps the budget)")
+        if step >= self.train_steps:
             self.model.stop_training = True
-        elif self.max_seconds and time.monotonic() - self._start >= self.max_seconds:
-            self.stopped_by_time = True
-            self.model.stop_training = True
+        elif self.max_seconds and now - self._start >= self.max_seconds:
+            if step >= self.min_steps:
+                self.stopped_by_time = True
+                self.model.stop_training = True
+            else:
+                self.past_budget = True
 
 
 class TensorBoardScalars(keras.callbacks.Callback):

@@ -45,6 +45,7 @@ class TrainSummary:
     weights_sha256: str  # weights_digest() at the end: equal digests mean bit-identical weights
     train_seconds: float = 0.0  # wall time of model.fit
     stopped_by_time: bool = False  # recipe.train.max_train_minutes ended it
+    past_budget: bool = False  # max_train_minutes ran out below recipe.train.min_train_steps, which ended it
     stopped_early: bool = False  # keep_best_by's early_stopping_patience ended it
     policy: str = "float32"  # the Keras dtype policy it trained under (precision.training_policy)
     history: Dict[str, List[float]] = dataclasses.field(default_factory=dict)  # Keras' logs, one per checkpoint
@@ -213,7 +214,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
 
     batches_per_epoch = t.checkpoint_every * plan.accumulation  # one Keras "epoch" = one checkpoint interval
     epochs = math.ceil(t.train_steps / t.checkpoint_every)
-    stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60)
+    stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60, t.min_train_steps)
     every = max(1, min(50, t.checkpoint_every))
     callbacks = [
         stop,
@@ -230,7 +231,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
                                           t.early_stopping_patience)
         callbacks.append(keep_best)
     if verbose is None and chief:  # the run's one progress line (Keras's own bars with verbose=1 or 2)
-        callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every))
+        callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every, min_steps=t.min_train_steps))
     start = time.time()
     with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
         history = model.fit(
@@ -257,6 +258,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         weights_sha256=weights_digest(model),
         train_seconds=time.time() - start,
         stopped_by_time=stop.stopped_by_time,
+        past_budget=stop.past_budget,
         stopped_early=stopped_early,
         policy=policy,
         history={k: [float(x) for x in v] for k, v in history.history.items()},

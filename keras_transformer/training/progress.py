@@ -8,7 +8,8 @@
 In a terminal the line is rewritten in place ("\\r") about once a second; piped (a log file, CI) it is printed
 as a plain line every ``every`` steps and after each validation. Expected steps: the recipe's ``train_steps``,
 or fewer where a wall-clock budget (``max_train_minutes``) will stop the run first, from the time a step has
-taken so far in this run (validation included); the line marks such an estimate with "~". TensorBoard keeps
+taken so far in this run (validation included); the line marks such an estimate with "~". A recipe's
+``min_train_steps`` is a floor under that estimate (the run trains on to it, ``callbacks.StopAtStep``). TensorBoard keeps
 every scalar (``callbacks.TensorBoardScalars``); this line shows the few that tell how the run goes.
 """
 
@@ -59,9 +60,9 @@ class Progress(keras.callbacks.Callback):
     """The run's progress line (module docstring); ``interactive`` None: whether stdout is a terminal."""
 
     def __init__(self, train_steps: int, max_seconds: float = 0.0, interactive: Optional[bool] = None,
-                 every: int = 50, stream=None):
+                 every: int = 50, stream=None, min_steps: int = 0):
         super().__init__()
-        self.train_steps, self.max_seconds, self.every = train_steps, max_seconds, every
+        self.train_steps, self.max_seconds, self.every, self.min_steps = train_steps, max_seconds, every, min_steps
         self.stream = stream or sys.stdout
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self.val: Dict[str, float] = {}
@@ -81,8 +82,10 @@ class Progress(keras.callbacks.Callback):
             eta = (self.train_steps - step) * per_step
             if self.max_seconds:
                 left = max(0.0, self.max_seconds - elapsed)
-                if left < eta:  # the budget stops the run first
+                if left < eta:  # the budget stops the run first, unless the recipe's floor is further
                     expected, estimated, eta = min(self.train_steps, step + int(left / per_step)), True, left
+                    if expected < self.min_steps:
+                        expected, estimated, eta = self.min_steps, False, (self.min_steps - step) * per_step
         return progress_line(step, expected, elapsed, eta, loss, per_step, self.val, estimated)
 
     def _show(self, text: str, final: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 import io
 
-from keras_transformer.training import progress
+from keras_transformer.training import callbacks, progress
 from keras_transformer.training.progress import Progress, progress_line
 
 
@@ -23,12 +23,13 @@ class _Clock:
         return self.now
 
 
-def _progress(monkeypatch, train_steps, max_seconds, interactive):
+def _progress(monkeypatch, train_steps, max_seconds, interactive, min_steps=0):
     clock = _Clock()
     monkeypatch.setattr(progress.time, "monotonic", clock)
     monkeypatch.setattr(progress, "optimizer_step", lambda optimizer: optimizer["step"])
     stream = io.StringIO()
-    callback = Progress(train_steps, max_seconds, interactive=interactive, every=50, stream=stream)
+    callback = Progress(train_steps, max_seconds, interactive=interactive, every=50, stream=stream,
+                        min_steps=min_steps)
     callback.set_model(type("Model", (), {"optimizer": {"step": 100}})())  # resumed at step 100
     callback.on_train_begin()
     return callback, clock, stream
@@ -64,3 +65,47 @@ def test_without_a_budget_the_steps_are_the_recipes_and_a_terminal_line_is_rewri
     assert text.count("\r") == 3 and text.endswith("\n") and text.count("\n") == 1
     assert "step 150/300   50%" in text and "ETA 30s" not in text and "ETA 0m30s" in text
 
+
+
+def test_a_recipes_step_floor_is_the_expected_count_when_the_budget_buys_fewer(monkeypatch):
+    callback, clock, stream = _progress(monkeypatch, train_steps=4_000, max_seconds=900, interactive=False,
+                                        min_steps=2_000)
+    clock.now = 60.0
+    callback.model.optimizer["step"] = 200  # the budget buys ~1,600; the floor is 2,000: 1,800 more at 0.6 s
+    callback.on_train_batch_end(0, {"loss": 3.0})
+    assert stream.getvalue().splitlines() == [
+        "step 200/2,000   10% [==>.................]  1m00s elapsed, ETA 18m00s  0.60 s/step  loss 3.000"]
+
+
+def _stop_at_step(monkeypatch, **kwargs):
+    clock, warnings = _Clock(), []
+    monkeypatch.setattr(callbacks.time, "monotonic", clock)
+    monkeypatch.setattr(callbacks, "optimizer_step", lambda optimizer: optimizer["step"])
+    stop = callbacks.StopAtStep(warn=warnings.append, **kwargs)
+    stop.set_model(type("Model", (), {"optimizer": {"step": 0}, "stop_training": False})())
+    stop.on_train_begin()
+    return stop, clock, warnings
+
+
+def _step(stop, clock, step, now):
+    clock.now, stop.model.optimizer["step"] = now, step
+    stop.on_train_batch_end(0)
+    return stop.model.stop_training
+
+
+def test_the_time_budget_stops_training_at_or_past_the_step_floor(monkeypatch):
+    stop, clock, warnings = _stop_at_step(monkeypatch, train_steps=4_000, max_seconds=900, min_steps=1_000,
+                                          forecast_after=50)
+    assert not _step(stop, clock, 1, 20.0)  # the first step traces: the speed is timed from its end
+    assert not _step(stop, clock, 51, 120.0)  # 2 s a step: ~440 steps in the budget, below the floor
+    assert warnings == ["at 2.00 s a step, the 15-minute budget (--max_train_minutes) buys ~441 steps, fewer than "
+                        "the 1,000 this recipe needs (--min_train_steps): training on to step 1,000, ~34 minutes "
+                        "on this machine (--min_train_steps=0 keeps the budget)"]
+    assert not _step(stop, clock, 440, 900.0)  # the budget is spent, the floor not reached
+    assert stop.past_budget and not stop.stopped_by_time
+    assert _step(stop, clock, 1_000, 2020.0) and stop.stopped_by_time
+    fast, clock, warnings = _stop_at_step(monkeypatch, train_steps=4_000, max_seconds=900, min_steps=1_000)
+    _step(fast, clock, 1, 20.0)
+    _step(fast, clock, 51, 40.0)  # 0.4 s a step: ~2,150 steps, past the floor
+    assert not warnings
+    assert _step(fast, clock, 2_100, 900.0) and fast.stopped_by_time and not fast.past_budget
