@@ -16,6 +16,7 @@ from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Reci
     (DataConfig, "bpe_dropout", -0.1),
     (TrainConfig, "train_steps", -1),
     (TrainConfig, "max_train_minutes", -5.0),
+    (TrainConfig, "min_train_steps", -1),
     (TrainConfig, "label_smoothing", 1.0),
     (DecodeConfig, "alpha_grid", (0.6, -1.0)),
     (DecodeConfig, "alpha_grid", (float("nan"),)),

@@ -214,7 +214,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
 
     batches_per_epoch = t.checkpoint_every * plan.accumulation  # one Keras "epoch" = one checkpoint interval
     epochs = math.ceil(t.train_steps / t.checkpoint_every)
-    stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60, t.min_train_steps)
+    floor = min(t.min_train_steps, t.train_steps)  # the steps to make even past max_train_minutes
+    stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60, floor)
     every = max(1, min(50, t.checkpoint_every))
     callbacks = [
         stop,
@@ -231,7 +232,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
                                           t.early_stopping_patience)
         callbacks.append(keep_best)
     if verbose is None and chief:  # the run's one progress line (Keras's own bars with verbose=1 or 2)
-        callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every, min_steps=t.min_train_steps))
+        callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every, min_steps=floor))
     start = time.time()
     with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
         history = model.fit(

@@ -9,8 +9,8 @@ In a terminal the line is rewritten in place ("\\r") about once a second; piped 
 as a plain line every ``every`` steps and after each validation. Expected steps: the recipe's ``train_steps``,
 or fewer where a wall-clock budget (``max_train_minutes``) will stop the run first, from the time a step has
 taken so far in this run (validation included); the line marks such an estimate with "~". A recipe's
-``min_train_steps`` is a floor under that estimate (the run trains on to it, ``callbacks.StopAtStep``). TensorBoard keeps
-every scalar (``callbacks.TensorBoardScalars``); this line shows the few that tell how the run goes.
+``min_train_steps`` is a floor under that estimate (the run trains on to it, ``callbacks.StopAtStep``).
+TensorBoard keeps every scalar (``callbacks.TensorBoardScalars``); this line shows the few that tell how the run goes.
 """
 
 from __future__ import annotations
