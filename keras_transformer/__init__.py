@@ -11,8 +11,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow turns its oneDNN kernels (fused matmul + bias, layer norm, softmax) on by default only on CPUs
-# with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX; on an AVX2-only CPU it falls back to Eigen, and a float32
-# training step of the multi30k model takes 1.43x as long (docs/benchmarks.md). Read once, when TensorFlow
+# with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX; on an AVX2-only CPU it falls back to Eigen, where a float32
+# training step of the multi30k model takes ~1.5x as long (docs/benchmarks.md). Read once, when TensorFlow
 # loads: set TF_ENABLE_ONEDNN_OPTS=0 to opt out, and import keras_transformer before tensorflow for it to apply.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
