@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable
 
 import keras
 import tensorflow as tf
@@ -123,21 +123,14 @@ class StopAtStep(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
 
-    def forecast(self, step: int, now: float) -> Optional[int]:
-        """The step the time budget will stop at, at this run's speed since its first step (None: not known)."""
-        if not self.max_seconds or self._first is None or step <= self._first[1]:
-            return None
-        per_step = (now - self._first[0]) / (step - self._first[1])
-        return step + int(max(0.0, self.max_seconds - (now - self._start)) / per_step)
-
     def on_train_batch_end(self, batch, logs=None):
         step, now = optimizer_step(self.model.optimizer), time.monotonic()
         if self._first is None:
             self._first = (now, step)
-        elif step == self._first[1] + self.forecast_after and self.min_steps:
-            reach = self.forecast(step, now)
-            if reach is not None and reach < self.min_steps:
-                per_step = (now - self._first[0]) / (step - self._first[1])
+        elif self.min_steps and self.max_seconds and step == self._first[1] + self.forecast_after:
+            per_step = (now - self._first[0]) / (step - self._first[1])  # since the traced first step
+            reach = step + int(max(0.0, self.max_seconds - (now - self._start)) / per_step)  # where the budget stops
+            if reach < self.min_steps:
                 total = (now - self._start) + (self.min_steps - step) * per_step
                 self.warn(f"at {per_step:.2f} s a step, the {self.max_seconds / 60:g}-minute budget "
                           f"(--max_train_minutes) buys ~{reach:,} steps, fewer than the {self.min_steps:,} this "
