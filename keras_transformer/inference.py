@@ -1,6 +1,6 @@
 """One loader for every kind of ``--model``, of every task: a model ready to decode lines.
 
-    load(model_arg, checkpoint="latest", data_dir=None) -> artifacts.Loaded
+    load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None) -> artifacts.Loaded
     task_of(loaded) -> the tasks.base.Task that decodes and scores its outputs
 
 A SavedModel (``kt-export``) runs through its task's signature with options (``translate_with_options``,
@@ -12,6 +12,8 @@ are, and how many lines are decoded at once, is the task's (``tasks/``).
 
 from __future__ import annotations
 
+from typing import Optional
+
 from keras_transformer import artifacts, tasks
 from keras_transformer.artifacts import Loaded
 from keras_transformer.checkpoints.state import resolve_checkpoint
@@ -20,20 +22,24 @@ from keras_transformer.serving import loading
 from keras_transformer.workdir import WorkDir
 
 
-def load(model_arg, checkpoint: str = "latest", data_dir=None) -> Loaded:
+def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_search: Optional[str] = None) -> Loaded:
     """A SavedModel directory, a CTranslate2 directory or a training work directory (``checkpoint`` picks the
-    weights: "latest", "averaged", "best" or a prefix); errors name the flag (--model, --checkpoint)."""
+    weights: "latest", "averaged", "best" or a prefix; ``ctranslate2_search`` a CTranslate2 directory's search,
+    "native" by default, or "gnmt": ``engines.ctranslate2_translate``); errors name the flag (--model,
+    --checkpoint, --ctranslate2_search)."""
     kind = artifacts.kind(model_arg)
     if kind != "workdir" and checkpoint != "latest":
         what = "an exported SavedModel" if kind == "saved_model" else "a CTranslate2 export"
         raise ValueError(f"--checkpoint: {model_arg} is {what}; checkpoints apply to work directories")
+    if kind != "ctranslate2" and ctranslate2_search is not None:
+        raise ValueError(f"--ctranslate2_search: {model_arg} is not a CTranslate2 directory")
     if kind == "saved_model":
         return _load_saved_model(model_arg)
     if kind == "ctranslate2":
         try:
             from keras_transformer.engines import ctranslate2_translate
 
-            engine = ctranslate2_translate.load(model_arg)
+            engine = ctranslate2_translate.load(model_arg, search=ctranslate2_search or "native")
         except ImportError as e:
             raise ValueError(f"{model_arg} is a CTranslate2 export, but {e}") from None
         return Loaded(engine.translate_with_options, engine.defaults, None, engine.description, engine)

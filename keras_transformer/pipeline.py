@@ -110,14 +110,16 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
     })
 
 
-def choose_alpha(recipe: Recipe, loaded, data_dir: str, log=print) -> Tuple[DecodeConfig, Dict[str, float]]:
-    """The decoding settings for the test set and the export: with ``recipe.decode.alpha_grid``, the α whose
-    outputs for the eval split score best by the task's metric (§6.1: chosen on the development set; ties:
-    the first); the test set is never decoded to choose it.
+def choose_alpha(recipe: Recipe, loaded, data_dir: str, log=print, grid: Optional[Tuple[float, ...]] = None
+                 ) -> Tuple[DecodeConfig, Dict[str, float]]:
+    """The decoding settings for the test set and the export: with ``recipe.decode.alpha_grid`` (or ``grid``),
+    the α whose outputs for the eval split score best by the task's metric (§6.1: chosen on the development
+    set; ties: the first); the test set is never decoded to choose it. ``loaded`` decodes with α as its own
+    length penalty reads it (a CTranslate2 directory's native search: log P / |Y|^α).
 
     Returns those settings and the eval split's score for each α tried ({} without a grid).
     """
-    grid = recipe.decode.alpha_grid
+    grid = recipe.decode.alpha_grid if grid is None else grid
     if not grid:
         return recipe.decode, {}
     task = tasks.get(recipe)

@@ -20,9 +20,14 @@ def define_model_flags(required: bool = True) -> None:
 
 def define_decode_flags() -> None:
     flags.DEFINE_integer("beam_size", None, "Beam size K (default: the recipe's, 4 as in §6.1).")
-    flags.DEFINE_float("alpha", None, "Length penalty α (default: the recipe's, 0.6 as in §6.1).")
+    flags.DEFINE_float("alpha", None, "Length penalty α (default: the recipe's, 0.6 as in §6.1; for a CTranslate2 "
+                      "directory's native search, CTranslate2's length penalty, as kt-export chose it).")
     flags.DEFINE_integer("extra_length", None, "Max output length = source length + this (default: 50, §6.1).")
     flags.DEFINE_integer("batch_size", 32, "Sentences per batch (batches are formed by length; order is kept).")
+    flags.DEFINE_enum("ctranslate2_search", None, ["native", "gnmt"],
+                      "For a CTranslate2 directory: native (the default; CTranslate2's own beam search, score "
+                      "log P / |Y|^α, α its length penalty, by default the one kt-export chose on the eval split) "
+                      "or gnmt (exactly the SavedModel's search and scores, about half as fast).")
 
 
 def check_decode_flags() -> None:
@@ -65,7 +70,8 @@ def load_model(task: str = ""):
     from keras_transformer import inference
 
     try:
-        loaded = inference.load(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
+        loaded = inference.load(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir,
+                                getattr(FLAGS, "ctranslate2_search", None))
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
     found = inference.task_of(loaded).name

@@ -41,6 +41,10 @@ flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
 flags.DEFINE_integer("parallel_searches", PARALLEL_SEARCHES,
                      "With --format=saved_model: the beam searches a batch is dealt to, run at once by inter-op "
                      "threads (keras_transformer.decoding.parallel); about the cores serving it.", lower_bound=1)
+flags.DEFINE_float("length_penalty", None,
+                   "With --format=ctranslate2: α of CTranslate2's own search (score log P / |Y|^α), stored in the "
+                   "directory for kt-translate and kt-evaluate; default: the best by BLEU on the recipe's eval "
+                   "split (under --data_dir) of 0, 0.2, ..., 1.2, 1.5.", lower_bound=0.0)
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
@@ -64,8 +68,9 @@ def _check_flags() -> None:
         if os.path.exists(FLAGS.export_dir):
             common.fail(f"--export_dir: {FLAGS.export_dir} already exists; remove it or choose another")
     else:
-        if FLAGS.quantization is not None:
-            common.fail("--quantization: applies to --format=ctranslate2 only")
+        for name in ("quantization", "length_penalty"):
+            if FLAGS[name].value is not None:
+                common.fail(f"--{name}: applies to --format=ctranslate2 only")
         if os.path.exists(os.path.join(FLAGS.export_dir, "saved_model.pb")):
             common.fail(f"--export_dir: {FLAGS.export_dir} already holds a SavedModel; remove it or choose another")
         if os.path.exists(FLAGS.export_dir) and not (os.path.isdir(FLAGS.export_dir)
@@ -88,6 +93,36 @@ def _source_info(model_arg: str, checkpoint: str) -> dict:
     return {"checkpoint": str(path), "workdir": model_arg}
 
 
+def _check_eval_split(recipe) -> None:
+    """Exit naming --data_dir unless the eval split that chooses CTranslate2's length penalty can be read."""
+    from keras_transformer import tasks
+    from keras_transformer.data import corpora
+
+    try:
+        tasks.get(recipe).read_split(recipe, recipe.data.eval_split, corpora.resolve_data_dir(FLAGS.data_dir))
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(f"--data_dir: {e} (the {recipe.data.eval_split} split chooses CTranslate2's length penalty; "
+                    "or give --length_penalty)")
+
+
+def _store_length_penalty(recipe) -> None:
+    """--length_penalty, or the one of ``LENGTH_PENALTY_GRID`` that scores best on the eval split, into INFO."""
+    from keras_transformer import inference, pipeline
+    from keras_transformer.data import corpora
+    from keras_transformer.engines import ctranslate2_convert, ctranslate2_translate
+
+    scores = None
+    if FLAGS.length_penalty is None:
+        print(f"choosing CTranslate2's length penalty on {recipe.data.eval_split} (its own search, log P / |Y|^α)")
+        decode, scores = pipeline.choose_alpha(recipe, inference.load(FLAGS.export_dir),
+                                               corpora.resolve_data_dir(FLAGS.data_dir),
+                                               grid=ctranslate2_translate.LENGTH_PENALTY_GRID)
+        length_penalty = decode.alpha
+    else:
+        length_penalty = FLAGS.length_penalty
+    ctranslate2_convert.set_length_penalty(FLAGS.export_dir, length_penalty, scores)
+
+
 def main(argv):
     del argv
     _check_flags()
@@ -103,7 +138,10 @@ def main(argv):
         from keras_transformer.engines import ctranslate2_convert
 
         quantization = FLAGS.quantization or "float32"
+        if FLAGS.length_penalty is None:
+            _check_eval_split(recipe)  # before anything is written
         ctranslate2_convert.convert(model, tok, recipe, FLAGS.export_dir, quantization, info=info)
+        _store_length_penalty(recipe)
         what = f"a CTranslate2 model ({quantization})"
     else:
         try:

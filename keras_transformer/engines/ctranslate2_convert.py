@@ -1,6 +1,7 @@
 """Our Keras ``Transformer`` as a CTranslate2 model (``ctranslate2.specs.TransformerSpec``), built from its weights.
 
     convert(model, tokenizer, recipe, output_dir, quantization="float32", info=None) -> output_dir
+    set_length_penalty(output_dir, length_penalty, eval_scores=None)  CTranslate2's α for its own search, in INFO
     build_spec(model, tokenizer, recipe) -> ctranslate2.specs.TransformerSpec (float32, not yet saved)
 
 The mapping, layer by layer (Keras kernels are [in, out]; CTranslate2's linear weights are [out, in]):
@@ -238,3 +239,16 @@ def convert(model, tokenizer, recipe: Recipe, output_dir, quantization: str = "f
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return str(output_dir)
+
+
+def set_length_penalty(output_dir, length_penalty: float, eval_scores: Optional[dict] = None) -> None:
+    """Store the α of CTranslate2's own search (log P / |Y|^α; ``ctranslate2_translate``'s native search) in
+    INFO's decode settings, with the eval-split scores it was chosen by; INFO is replaced atomically."""
+    path = Path(output_dir) / INFO
+    info = json.loads(path.read_text(encoding="utf-8"))
+    info["decode"]["length_penalty"] = float(length_penalty)
+    if eval_scores:
+        info["decode"]["length_penalty_eval_scores"] = eval_scores
+    staging = path.with_name(f".{INFO}.tmp")
+    staging.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(staging, path)

@@ -1,6 +1,6 @@
 """Translating with a CTranslate2 directory (``kt-export --format=ctranslate2``) as our SavedModel translator does.
 
-    load(model_dir, device="cpu", compute_type="default", intra_threads=0) -> CTranslate2Translator
+    load(model_dir, device="cpu", compute_type="default", intra_threads=0, search="native") -> CTranslate2Translator
     CTranslate2Translator.translate(texts, beam_size=None, alpha=None, extra_length=None)
         -> {"translations" [B], "scores" [B], "nbest_translations" [B, K], "nbest_scores" [B, K]} (numpy)
     gnmt_rerank(hypotheses, eos, max_length, beam_size, alpha) -> [(tokens, score)] best first
@@ -9,7 +9,20 @@ Same inputs and outputs as ``tasks.translation.module.Translator``: a source is 
 pieces + EOS, cut to ``max_source_length - 1`` pieces + EOS; an empty input is
 the source [EOS]; item b may emit up to (its source tokens + extra_length)
 tokens, EOS included, at most ``recipe.model.max_length``; PAD and BOS are
-never emitted; scores are ours (GNMT, §6.1):
+never emitted. Two searches (``SEARCHES``):
+
+``native`` (the default): CTranslate2's own beam search at its own speed. It
+ranks by log P(Y|X) / |Y|^α (fairseq's and Marian's length normalisation) and
+stops an item once K hypotheses have finished; α is CTranslate2's
+``length_penalty``, by default the one ``kt-export`` chose on the eval split
+(INFO's decode.length_penalty). PAD and BOS are suppressed before its
+log-softmax; EOS is not allowed first (its ``min_decoding_length`` 1). A
+batch is searched to its longest maximum length; an item with a hypothesis
+longer than its own is searched again to exactly its own (rare: grouped by
+length). Scores are CTranslate2's.
+
+``gnmt``: exactly our search's outputs and scores (GNMT, §6.1), at a fraction
+of CTranslate2's speed (it searches to fixed lengths and rescores):
 
     score(Y) = log P(Y|X) / ((5 + |Y|) / 6)^α       |Y| counting EOS
 
@@ -73,6 +86,11 @@ from keras_transformer.decoding import NEG_INF
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS, import_ctranslate2, is_ctranslate2_model
 
 
+SEARCHES = ("native", "gnmt")  # CTranslate2's own search (the default), or ours reproduced exactly
+LENGTH_PENALTY_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5)  # kt-export chooses the native α among these
+DEFAULT_LENGTH_PENALTY = 1.0  # CTranslate2's own, for a directory that stores none (written by convert() alone)
+
+
 def gnmt_length_penalty(length: int, alpha: float) -> float:
     """lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016), as ``decoding.length_penalty``."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -116,7 +134,10 @@ def _available_cores() -> int:
 class CTranslate2Translator:
     """Text in, text out over a CTranslate2 directory; ``translate`` mirrors ``tasks.translation.module.Translator``."""
 
-    def __init__(self, model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0):
+    def __init__(self, model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0,
+                 search: str = "native"):
+        if search not in SEARCHES:
+            raise ValueError(f"search: expected one of {', '.join(SEARCHES)}, got {search!r}")
         ctranslate2 = import_ctranslate2()
         import sentencepiece as spm
 
@@ -130,15 +151,19 @@ class CTranslate2Translator:
         self.info = json.loads(info_path.read_text(encoding="utf-8"))
         self.recipe = Recipe.from_dict(self.info["recipe"])
         self.max_source_length = int(self.info["max_source_length"])
+        self.search = search
         d = self.info["decode"]
-        self.defaults = (int(d["beam_size"]), float(d["alpha"]), int(d["extra_length"]))
-        self.description = f"{model_dir} (CTranslate2 {ctranslate2.__version__}, {self.info['quantization']})"
+        alpha = float(d.get("length_penalty", DEFAULT_LENGTH_PENALTY)) if search == "native" else float(d["alpha"])
+        self.defaults = (int(d["beam_size"]), alpha, int(d["extra_length"]))
+        self.description = (f"{model_dir} (CTranslate2 {ctranslate2.__version__}, {self.info['quantization']}, "
+                            f"{search} search)")
         shared = self.info.get("tokenizer", SENTENCEPIECE)  # or one per language (ctranslate2_convert.describe)
         self._source_sp, self._target_sp = (
             spm.SentencePieceProcessor(model_file=str(model_dir / self.info.get(f"{side}_tokenizer", shared)))
             for side in ("source", "target"))
         self._eos = self._target_sp.id_to_piece(EOS_ID)
         self._banned = {self._target_sp.id_to_piece(i) for i in (PAD_ID, BOS_ID)}  # never emitted, as in ours
+        self._suppressed = [[token] for token in sorted(self._banned)]
         threads = intra_threads or min(4, _available_cores())
         self._translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                                   intra_threads=threads)
@@ -177,12 +202,12 @@ class CTranslate2Translator:
             sources, beam_size=beam_size, patience=patience, num_hypotheses=beam_size * patience,
             length_penalty=1.0, return_scores=True, return_end_token=True, max_decoding_length=length,
             min_decoding_length=0, max_input_length=0,
-            suppress_sequences=[[token] for token in sorted(self._banned)] if suppress else None)
+            suppress_sequences=self._suppressed if suppress else None)
         # length_penalty 1: CTranslate2's score is log P / |Y| (|Y| with EOS, as it is returned).
         return [[(tokens, float(score) * len(tokens)) for tokens, score in zip(r.hypotheses, r.scores)]
                 for r in results]
 
-    def _search(self, sources: List[List[str]], limits: List[int], beam_size: int, alpha: float):
+    def _gnmt_search(self, sources: List[List[str]], limits: List[int], beam_size: int, alpha: float):
         """Per source its K best [(tokens, our score)]; ``limits``: each source's maximum output length M.
 
         Open sources are decoded together to one length L (at first the longest of their 1.5 S + 4, for K = 1
@@ -217,9 +242,33 @@ class CTranslate2Translator:
                 out[i] = gnmt_rerank(hypotheses, self._eos, limit, beam_size, alpha)
         return out
 
+    def _native(self, sources: List[List[str]], limits: List[int], beam_size: int, length_penalty: float):
+        """Per source its K best [(tokens, CTranslate2's score)] from CTranslate2's own search (module docstring):
+        the batch to its longest limit, then any source with a hypothesis past its own limit again to it."""
+        out = self._native_batch(sources, beam_size, length_penalty, max(limits, default=0))
+        over: Dict[int, List[int]] = {}  # M -> the sources to search again to M
+        for i, hypotheses in enumerate(out):
+            if any(len(tokens) > limits[i] for tokens, _ in hypotheses):
+                over.setdefault(limits[i], []).append(i)
+        for limit, group in sorted(over.items()):
+            for i, hypotheses in zip(group, self._native_batch([sources[i] for i in group], beam_size,
+                                                               length_penalty, limit)):
+                out[i] = hypotheses
+        return out
+
+    def _native_batch(self, sources, beam_size: int, length_penalty: float, length: int):
+        if not sources:
+            return []
+        results = self._translator.translate_batch(
+            sources, beam_size=beam_size, num_hypotheses=beam_size, length_penalty=length_penalty,
+            return_scores=True, return_end_token=True, max_decoding_length=length, max_input_length=0,
+            suppress_sequences=self._suppressed)  # CTranslate2's min_decoding_length 1: at least one token
+        return [list(zip(r.hypotheses, map(float, r.scores))) for r in results]
+
     def translate(self, texts: Sequence[str], beam_size: Optional[int] = None, alpha: Optional[float] = None,
                   extra_length: Optional[int] = None) -> Dict[str, np.ndarray]:
-        """Beam search (§6.1) of ``texts``; None options take the recipe's values. Outputs as documented above."""
+        """Beam search of ``texts``; None options take the directory's values (α: CTranslate2's length penalty in
+        the native search, GNMT's in the gnmt one). Outputs as documented above."""
         beam_size, alpha, extra_length = (default if v is None else v for v, default in
                                           zip((beam_size, alpha, extra_length), self.defaults))
         if beam_size < 1 or alpha < 0 or extra_length < 0:
@@ -228,7 +277,8 @@ class CTranslate2Translator:
         sources = self.encode(texts)
         # Each sentence's own limit (decoding/model_step.max_output_lengths): source tokens + extra_length.
         limits = [min(len(s) + extra_length, self.recipe.model.max_length) for s in sources]
-        nbest = self._search(sources, limits, beam_size, alpha)
+        search = self._native if self.search == "native" else self._gnmt_search
+        nbest = search(sources, limits, beam_size, alpha)
         b = len(sources)
         nbest_translations = np.full([b, beam_size], "", dtype=object)
         nbest_scores = np.full([b, beam_size], NEG_INF, dtype=np.float32)
@@ -252,12 +302,12 @@ class CTranslate2Translator:
                 "nbest_scores": tf.constant(out["nbest_scores"])}
 
 
-def load(model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0
-         ) -> CTranslate2Translator:
+def load(model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0,
+         search: str = "native") -> CTranslate2Translator:
     """The translator over a directory written by ``ctranslate2_convert.convert``.
 
     device: "cpu", "cuda" or "auto"; compute_type: CTranslate2's ("default" runs the stored weight type);
-    intra_threads: threads per translation, 0 = one per available core, at most 4.
+    intra_threads: threads per translation, 0 = one per available core, at most 4; search: one of ``SEARCHES``.
     """
-    return CTranslate2Translator(model_dir, device, compute_type, intra_threads)
+    return CTranslate2Translator(model_dir, device, compute_type, intra_threads, search)
 

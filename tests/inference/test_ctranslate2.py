@@ -1,9 +1,10 @@
 """CTranslate2 export of the tiny work directory: the converted model scores and translates as ours does.
 
 CTranslate2's log-probabilities of a forced target equal our decoder's; its translations, n-best lists and
-scores, driven as ``ctranslate2_translate`` describes, equal our beam search's under the same truncation,
-empty-input and per-sentence length rules. The re-ranking and the stopping rule are checked on hand-made
-hypotheses.
+scores, driven as ``ctranslate2_translate``'s gnmt search describes, equal our beam search's under the same
+truncation, empty-input and per-sentence length rules; its native search returns what CTranslate2's
+``translate_batch`` does, within each sentence's maximum length. The re-ranking and the stopping rule are
+checked on hand-made hypotheses.
 
 Ours bans PAD and BOS after its log-softmax, CTranslate2 before it (renormalising over the other tokens).
 A trained model gives them next to no probability (at most 3.3e-5 per token for the shipped model), the
@@ -76,7 +77,7 @@ def pair(trained_workdir, tmp_path_factory):
     model, recipe, tok = artifacts.load_model(trained_workdir)
     model = _pinned(model, -30.0)
     directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path_factory.mktemp("ct2") / "sharp")
-    return Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1)
+    return Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1, search="gnmt")
 
 
 def _ours(translator, lines, beam_size, alpha, extra_length):
@@ -181,7 +182,7 @@ def test_each_sentence_keeps_its_own_maximum_length(pair, monkeypatch):
     monkeypatch.setattr(theirs, "_translator", Recorder())
     sources = theirs.encode(["Kids.", LONG, "Kids."])
     limits = [len(sources[0]) + 1, 25, len(sources[0]) + 1]
-    nbest = theirs._search(sources, limits, beam_size=2, alpha=0.0)
+    nbest = theirs._gnmt_search(sources, limits, beam_size=2, alpha=0.0)
     assert limits[0] < 25 and calls[0] == (3, 25) and calls[1:] in ([], [(2, limits[0])])
     assert all(len(tokens) <= limit for hypotheses, limit in zip(nbest, limits) for tokens, _ in hypotheses)
     got = theirs.translate(["Kids.", LONG, "Kids."], beam_size=2, alpha=0.0, extra_length=1)
@@ -194,12 +195,43 @@ def test_pad_and_bos_are_never_emitted(trained_workdir, tmp_path):
     """Not even where the model puts nearly all its mass on them (their logits pinned at +30)."""
     model, recipe, tok = artifacts.load_model(trained_workdir)
     directory = ctranslate2_convert.convert(_pinned(model, 30.0), tok, recipe, tmp_path / "pad_loving")
-    translator = ctranslate2_translate.load(directory, intra_threads=1)
+    translator = ctranslate2_translate.load(directory, intra_threads=1, search="gnmt")
     hypotheses = translator._decode(translator.encode(LINES), beam_size=4, length=10)
     tokens = [token for item in hypotheses for pieces, _ in item for token in pieces]
     assert len(tokens) > 100 and not set(tokens) & {"<pad>", "<s>"}
     unasked = translator._translate_batch(translator.encode(LINES[:1]), 4, 10, suppress=False)  # the first search
     assert {"<pad>", "<s>"} & {token for pieces, _ in unasked[0] for token in pieces}
+
+
+def test_native_search_is_translate_batch_within_each_maximum_length(converted, monkeypatch):
+    """The native search returns what CTranslate2's translate_batch returns for each sentence searched to its
+    own maximum length (source tokens + extra_length): hypotheses and scores (log P / |Y|^α). A batch is
+    searched to its longest maximum; with extra_length 1 the sentences with a hypothesis past their own
+    are searched again, grouped by maximum length."""
+    native = ctranslate2_translate.load(converted, intra_threads=1)
+    assert native.search == "native" and "native search" in native.description
+    translator, calls = native._translator, []
+
+    class Recorder:
+        def translate_batch(self, sources, **options):
+            calls.append((len(sources), options["max_decoding_length"]))
+            return translator.translate_batch(sources, **options)
+
+    sources = native.encode(LINES)
+    for extra_length in (50, 1):
+        calls.clear()
+        monkeypatch.setattr(native, "_translator", Recorder())
+        got = native.translate(LINES, beam_size=3, alpha=0.5, extra_length=extra_length)
+        monkeypatch.setattr(native, "_translator", translator)
+        limits = [len(s) + extra_length for s in sources]
+        assert calls[0] == (len(LINES), max(limits)) and all(length in limits for _, length in calls[1:])
+        for i, (source, limit) in enumerate(zip(sources, limits)):
+            alone = translator.translate_batch(
+                [source], beam_size=3, num_hypotheses=3, length_penalty=0.5, return_scores=True,
+                max_decoding_length=limit, max_input_length=0, suppress_sequences=[["<pad>"], ["<s>"]])[0]
+            assert got["nbest_translations"][i].tolist() == [native._detokenize(t) for t in alone.hypotheses], i
+            np.testing.assert_allclose(got["nbest_scores"][i], alone.scores, rtol=1e-4, atol=1e-5)
+    assert len(calls) > 1  # extra_length 1: some sentences were searched again to their own maximum
 
 
 def test_gnmt_rerank_by_hand():
@@ -243,8 +275,9 @@ def test_convert_refuses_an_existing_directory_and_an_unknown_quantization(keras
 def test_int8_directory_loads_through_load_translator(keras_parts, tmp_path):
     model, recipe, tok = keras_parts
     directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path / "int8", quantization="int8")
-    loaded = inference.load(directory)
-    assert loaded.defaults == (4, 0.6, 50) and "int8" in loaded.description
+    loaded = inference.load(directory)  # the native search, with CTranslate2's default length penalty
+    assert loaded.defaults == (4, ctranslate2_translate.DEFAULT_LENGTH_PENALTY, 50) and "int8" in loaded.description
+    assert inference.load(directory, ctranslate2_search="gnmt").defaults == (4, 0.6, 50)
     translations, scores = translation_lines.translate_lines(loaded, LINES[:3], batch_size=2)
     assert len(translations) == 3 and np.all(scores < 0)
     with pytest.raises(ValueError, match="^--checkpoint: .* CTranslate2"):
@@ -263,11 +296,25 @@ def test_kt_export_from_a_saved_model_then_kt_translate_serves_it(exported, tmp_
     info = json.loads((directory / INFO).read_text())
     assert info["saved_model"] == str(exported) and info["checkpoint"].endswith("ckpt-12")
     assert info["quantization"] == "int8"
+    decode = info["decode"]  # CTranslate2's length penalty, chosen on the eval split
+    assert decode["length_penalty"] in ctranslate2_translate.LENGTH_PENALTY_GRID
+    assert sorted(map(float, decode["length_penalty_eval_scores"])) == list(ctranslate2_translate.LENGTH_PENALTY_GRID)
+    assert "BLEU by length penalty" in result.stdout
 
-    result = run_cli("translate", f"--model={directory}", "--batch_size=2", stdin="".join(f"{x}\n" for x in LINES))
-    expected, _ = translation_lines.translate_lines(inference.load(directory), LINES, batch_size=2)
-    assert result.stdout.split("\n") == expected + [""]
-    assert f"translated {len(LINES)} lines" in result.stderr and "CTranslate2" in result.stderr
+    stdin = "".join(f"{x}\n" for x in LINES)
+    for search in ("native", "gnmt"):
+        result = run_cli("translate", f"--model={directory}", "--batch_size=2", f"--ctranslate2_search={search}",
+                         stdin=stdin)
+        expected, _ = translation_lines.translate_lines(inference.load(directory, ctranslate2_search=search), LINES,
+                                                        batch_size=2)
+        assert result.stdout.split("\n") == expected + [""]
+        assert f"translated {len(LINES)} lines" in result.stderr and f"{search} search" in result.stderr
+
+    given = tmp_path / "given"
+    run_cli("export", f"--model={exported}", "--format=ctranslate2", "--length_penalty=0.7", f"--export_dir={given}")
+    decode = json.loads((given / INFO).read_text())["decode"]
+    assert decode["length_penalty"] == 0.7 and "length_penalty_eval_scores" not in decode
+    assert inference.load(given).defaults == (4, 0.7, 50)
 
 
 @pytest.mark.slow
@@ -295,6 +342,10 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
             'error: --format=ctranslate2: the ctranslate2 package is not installed; pip install -e ".[ctranslate2]"',
         ("-m", "keras_transformer.cli.translate", f"--model={converted}", "--checkpoint=averaged"):
             f"error: --checkpoint: {converted} is a CTranslate2 export; checkpoints apply to work directories",
+        ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--length_penalty=0.5"): "error: --length_penalty: applies to --format=ctranslate2 only",
+        ("-m", "keras_transformer.cli.translate", f"--model={trained_workdir}", "--ctranslate2_search=gnmt"):
+            f"error: --ctranslate2_search: {trained_workdir} is not a CTranslate2 directory",
     }
     runs = {args: subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in cases}
