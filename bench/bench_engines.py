@@ -22,9 +22,12 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
                          ctranslate2.Translator.translate_batch as it comes: its length penalty log P / |Y|^α,
                          its stopping rule (K finished hypotheses), one maximum length per batch
     kt_ctranslate2_float32, kt_ctranslate2_int8
-                         the same directories served by keras_transformer.engines.ctranslate2_translate, which
-                         makes CTranslate2 decode as ours (GNMT penalty, per-sentence maximum length) by running
-                         every sentence to its maximum length and rescoring
+                         the same directories served by keras_transformer.engines.ctranslate2_translate as
+                         kt-translate serves them: CTranslate2's own search (length penalty α), per-sentence
+                         maximum lengths
+    kt_ctranslate2_gnmt_float32, kt_ctranslate2_gnmt_int8
+                         the same with search="gnmt", which makes CTranslate2 decode as ours (GNMT penalty) by
+                         running every sentence to its maximum length and rescoring
     hf                   transformers generate (MarianMTModel; M2M100 for a pre-LN model) on the mapped weights
                          (bench/marian.py says what differs: length penalty log P / |Y|^α against our GNMT one,
                          per-batch maximum length)
@@ -66,7 +69,8 @@ from keras_transformer import artifacts
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "ctranslate2_float32", "ctranslate2_int8",
-               "kt_ctranslate2_float32", "kt_ctranslate2_int8", "hf", "hf_gnmt")
+               "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
+               "kt_ctranslate2_gnmt_int8", "hf", "hf_gnmt")
 
 flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
                     "A SavedModel or a training work directory (artifacts.load_model).")
@@ -93,8 +97,10 @@ LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "saved_model_bfloat16": "keras_transformer SavedModel, --precision=bfloat16",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
-          "kt_ctranslate2_float32": "CTranslate2 float32 (engines.ctranslate2_translate)",
-          "kt_ctranslate2_int8": "CTranslate2 int8 (engines.ctranslate2_translate)",
+          "kt_ctranslate2_float32": "CTranslate2 float32 (kt-translate, native search)",
+          "kt_ctranslate2_int8": "CTranslate2 int8 (kt-translate, native search)",
+          "kt_ctranslate2_gnmt_float32": "CTranslate2 float32 (kt-translate, gnmt search)",
+          "kt_ctranslate2_gnmt_int8": "CTranslate2 int8 (kt-translate, gnmt search)",
           "hf": "HF generate", "hf_gnmt": "HF generate, GNMT length penalty"}
 
 
@@ -156,7 +162,7 @@ def prepare(systems, workdir, model, recipe, tok):
         else:  # [kt_]ctranslate2_<quantization>: one converted directory per quantization
             kind, quantization = system.rsplit("_", 1)
             convert, serve = ctranslate2_module("ctranslate2_convert"), ctranslate2_module("ctranslate2_translate")
-            reason = next((x for x in (convert, serve if kind == "kt_ctranslate2" else None) if isinstance(x, str)),
+            reason = next((x for x in (convert, serve if kind.startswith("kt_") else None) if isinstance(x, str)),
                           None)
             if reason:
                 skipped[system] = reason

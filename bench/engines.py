@@ -12,9 +12,11 @@ Kinds (strings in -> strings out; each times its own tokenization and detokeniza
     ctranslate2   ``ctranslate2.Translator(dir, "cpu", intra_threads=--threads, inter_threads=--inter_threads)``
                   and ``translate_batch`` (with --inter_threads P > 1: max_batch_size ceil(B / P), the P parts
                   decoded at once)
-    kt_ctranslate2  keras_transformer.engines.ctranslate2_translate over the same directory: our length
-                  penalty and per-sentence maximum lengths, by running every sentence to its maximum length and
-                  rescoring what finished (its docstring); CTranslate2's default inter_threads (1)
+    kt_ctranslate2  keras_transformer.engines.ctranslate2_translate over the same directory, as kt-translate
+                  serves it: CTranslate2's own search with length penalty --alpha and per-sentence maximum
+                  lengths (its docstring); CTranslate2's default inter_threads (1)
+    kt_ctranslate2_gnmt  the same with ``search="gnmt"``: our length penalty, by running every sentence to its
+                  maximum length and rescoring what finished
 
 HF and CTranslate2 tokenize with the SentencePiece Python package and the model's .model file, as our
 export does in the graph: subwords + EOS, a source longer than --max_source_length tokens keeps its first
@@ -39,7 +41,7 @@ from absl import app, flags
 
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3  # keras_transformer's reserved ids
 
-KINDS = ("saved_model", "hf", "hf_gnmt", "ctranslate2", "kt_ctranslate2")
+KINDS = ("saved_model", "hf", "hf_gnmt", "ctranslate2", "kt_ctranslate2", "kt_ctranslate2_gnmt")
 
 flags.DEFINE_enum("kind", None, KINDS, "Which decoder to serve.")
 flags.DEFINE_string("artifact", None, "Its directory: SavedModel, save_pretrained output or CTranslate2 model.")
@@ -156,11 +158,12 @@ def _vocabulary(side: str) -> List[str]:
     raise FileNotFoundError(f"{FLAGS.artifact}: no {side}_vocabulary.json or shared_vocabulary.json")
 
 
-def kt_ctranslate2_system() -> Translate:
+def kt_ctranslate2_system(search: str) -> Translate:
     from keras_transformer.engines import ctranslate2_translate
 
-    translator = ctranslate2_translate.load(FLAGS.artifact, device="cpu", intra_threads=FLAGS.threads)
-    return lambda lines: [str(x) for x in translator.translate(lines)["translations"]]
+    translator = ctranslate2_translate.load(FLAGS.artifact, device="cpu", intra_threads=FLAGS.threads, search=search)
+    return lambda lines: [str(x) for x in translator.translate(lines, FLAGS.beam_size, FLAGS.alpha,
+                                                               FLAGS.extra_length)["translations"]]
 
 
 def build() -> Translate:
@@ -170,7 +173,7 @@ def build() -> Translate:
         return hf_system(gnmt=FLAGS.kind == "hf_gnmt")
     if FLAGS.kind == "ctranslate2":
         return ctranslate2_system()
-    return kt_ctranslate2_system()
+    return kt_ctranslate2_system("gnmt" if FLAGS.kind == "kt_ctranslate2_gnmt" else "native")
 
 
 def serve(translate: Translate, commands, reply) -> None:

@@ -17,10 +17,11 @@ from tests.conftest import REPO_ROOT
 from tests.support import run_cli
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
-SYSTEMS = ("saved_model", "ctranslate2_float32", "hf")
+SYSTEMS = ("saved_model", "ctranslate2_float32", "kt_ctranslate2_float32", "hf")
+HAS_CTRANSLATE2 = all(importlib.util.find_spec(p)
+                      for p in ("ctranslate2", "keras_transformer.engines.ctranslate2_convert"))
 HAS = {"hf": all(importlib.util.find_spec(p) for p in ("torch", "transformers")),
-       "ctranslate2_float32": all(importlib.util.find_spec(p) for p in ("ctranslate2",
-                                                                          "keras_transformer.engines.ctranslate2_convert"))}
+       "ctranslate2_float32": HAS_CTRANSLATE2, "kt_ctranslate2_float32": HAS_CTRANSLATE2}
 
 
 @pytest.fixture(scope="module")
