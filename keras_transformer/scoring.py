@@ -59,7 +59,7 @@ def _forced_decode(model, source_ids, target_ids, alpha, source_limit):
     memory = model.encode(source_ids)  # [B, S, D]
     logits = model.decode(target_in, memory, masks.padding_mask(source_ids))  # [B, T, V]
     v = tf.shape(logits)[-1]
-    log_probs = tf.reshape(log_probs_from_logits(tf.reshape(logits, [b * t, v])), [b, t, v])  # [B, T, V]
+    log_probs = tf.reshape(log_probs_from_logits(tf.reshape(logits, [b * t, v])).dense(), [b, t, v])  # [B, T, V]
     token_log_probs = tf.gather(log_probs, target_ids, batch_dims=2)  # [B, T]
     real = tf.not_equal(target_ids, PAD_ID)  # [B, T]
     total = tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=1)  # [B]

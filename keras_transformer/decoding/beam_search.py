@@ -29,7 +29,8 @@ The search knows nothing of the model: ``step_fn(token_ids [N], step, cache,
 constants) -> (log_probs [N, V], cache)`` does one decoder step for the
 N = B'*K hypotheses of the B' items still searching (beams of an item
 adjacent); it must return log-probabilities (<= 0; a banned token gets
-NEG_INF), not raw logits. ``cache`` (per beam, leading dimension N) is
+NEG_INF), not raw logits: a tensor, or ``log_probs.LogProbs`` (the logits
+and their normaliser; only the 2K tokens kept per beam are normalised). ``cache`` (per beam, leading dimension N) is
 reordered with the beams each step; ``constants`` (one row per item, B' rows,
 shared by its K beams, e.g. the encoder memory) are never reordered, only
 thinned when items stop. Any cache dimension may change from step to step (a
@@ -41,7 +42,7 @@ tokens and then the best 2K of those K * 2K candidates: the same expansions,
 in the same order (ties go to the lower beam, then the lower token), as one
 top-k over all K * V, without building the [B', K, V] sums. A beam's 2K best
 tokens come from the 2K vocabulary blocks with the highest maxima
-(``top_k_by_blocks``), exactly as a top-k over the whole row.
+(``log_probs.top_k_by_blocks``), exactly as a top-k over the whole row.
 
 Outputs: sequences [B, K, T] int32 without BOS, EOS included, PAD after EOS,
 T = steps run; scores [B, K] float32, best first. An item with no finished
@@ -59,7 +60,7 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.model_step import NEG_INF
+from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, top_k_by_blocks  # noqa: F401 (re-exported)
 from keras_transformer.decoding.parallel import in_parallel
 
 
@@ -77,33 +78,6 @@ def length_penalty(length, alpha):
 def cache_invariants(cache):
     """Shape invariants for a cache nest in a ``tf.while_loop``: every dimension may change (rank is kept)."""
     return tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache)
-
-
-def _block_size(v):
-    """The vocabulary block of ``top_k_by_blocks``: the smallest divisor of V in [64, 256], or None."""
-    return next((b for b in range(64, 257) if v is not None and v % b == 0), None)
-
-
-def top_k_by_blocks(x, k):
-    """``tf.math.top_k(x, k)`` over the last axis of x [N, V]: the same values and indices (ties to the lower
-    index), taken from the k column blocks with the highest maxima. Each of the k best lies in such a block
-    (a block passed over has k blocks ahead of it whose maxima rank before all its elements), so one max over
-    x and a top-k over [N, k * block] replace a top-k over all V. Plain ``tf.math.top_k`` where the static V
-    has no block size (``_block_size``) or k is not below the number of blocks.
-    """
-    block = _block_size(x.shape[-1])
-    if block is None:
-        return tf.math.top_k(x, k=k)
-    n, blocks = tf.shape(x)[0], x.shape[-1] // block
-
-    def by_blocks():
-        x_blocks = tf.reshape(x, [n, blocks, block])  # [N, V / b, b]
-        _, best = tf.math.top_k(tf.reduce_max(x_blocks, axis=2), k=k)  # [N, k] block ids
-        best = tf.sort(best, axis=1)  # in column order, so that ties still go to the lower index
-        values, picked = tf.math.top_k(tf.reshape(tf.gather(x_blocks, best, batch_dims=1), [n, -1]), k=k)  # [N, k]
-        return values, tf.gather(best, picked // block, batch_dims=1) * block + picked % block
-
-    return tf.cond(tf.less(k, blocks), by_blocks, lambda: tuple(tf.math.top_k(x, k=k)))
 
 
 def _gather_beams(x, beams):
@@ -152,10 +126,11 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
         previous = tf.gather(items.alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B', K]
         previous = tf.where(tf.equal(i, 0), tf.fill(tf.shape(previous), bos_id), previous)
         log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache, constants)  # [B'*K, V]
+        log_probs = as_log_probs(log_probs)
 
         # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
-        per_beam = tf.minimum(2 * k, tf.shape(log_probs)[-1])  # C = 2K, or V if smaller
-        beam_log_probs, beam_tokens = top_k_by_blocks(log_probs, per_beam)  # [B'*K, C] each beam's best tokens
+        per_beam = tf.minimum(2 * k, tf.shape(log_probs.logits)[-1])  # C = 2K, or V if smaller
+        beam_log_probs, beam_tokens = log_probs.top_k(per_beam)  # [B'*K, C] each beam's best tokens
         candidates = items.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b_live, k, per_beam])
         top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b_live, k * per_beam]), k=2 * k)  # [B', 2K]
         top_beams = top_ids // per_beam  # [B', 2K]

@@ -13,12 +13,14 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
+from keras_transformer.decoding.log_probs import as_log_probs
 from keras_transformer.decoding.beam_search import SearchResult, cache_invariants, length_penalty
 
 
 def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, constants=(), eos_id=EOS_ID,
                   bos_id=BOS_ID) -> SearchResult:
-    """step_fn(token_ids [B], step, cache, constants) -> (log_probs [B, V], cache); max_lengths [B] (EOS included).
+    """step_fn(token_ids [B], step, cache, constants) -> (log_probs [B, V] or ``LogProbs``, cache); max_lengths [B]
+    (EOS included).
 
     initial_cache and constants: nests of tensors [B, ...] (see ``beam_search``; here nothing is reordered).
     """
@@ -30,11 +32,12 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, constants=(), 
         previous = tf.gather(sequences, tf.maximum(i - 1, 0), axis=1)  # [B]
         previous = tf.where(tf.equal(i, 0), tf.fill([b], bos_id), previous)
         log_probs, cache = step_fn(previous, i, cache, constants)  # [B, V]
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # [B]
+        best, token = as_log_probs(log_probs).top_k(1)  # [B, 1] each
+        best, token = best[:, 0], token[:, 0]  # [B]
         live = tf.logical_not(done)  # [B]
         at_i = tf.equal(tf.range(t_max), i)[None, :]  # [1, T]
         sequences = tf.where(tf.logical_and(at_i, live[:, None]), token[:, None], sequences)  # [B, T]
-        log_prob += tf.where(live, tf.reduce_max(log_probs, axis=-1), 0.0)  # [B]
+        log_prob += tf.where(live, best, 0.0)  # [B]
         lengths += tf.cast(live, tf.int32)
         done = done | tf.equal(token, eos_id) | (i + 1 >= max_lengths)
         return i + 1, sequences, log_prob, lengths, done, cache

@@ -10,7 +10,8 @@ return ``(step_fn, cache, constants)``: per-beam state [B*K, ...] in the cache
 reordered; repeated once, so that no step copies or transposes it).
 
 Decoding never emits PAD or BOS: their log-probabilities are set to NEG_INF
-(the others are the model's own, not renormalised).
+(the others are the model's own, not renormalised). A step returns
+``log_probs.LogProbs``: the searches normalise only the tokens they keep.
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import weakref
 import tensorflow as tf
 
 from keras_transformer import BOS_ID, PAD_ID
+from keras_transformer.decoding.log_probs import NEG_INF, LogProbs  # noqa: F401 (NEG_INF re-exported)
 from keras_transformer.layers import masks
 
-NEG_INF = -1.0e9  # log-prob of a banned token and score of an empty n-best slot; finite (-inf gives NaN in sums)
 
-
-def log_probs_from_logits(logits):
-    """logits [N, V] -> log-softmax [N, V] float32 with PAD and BOS banned."""
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
-    banned = tf.reduce_any(tf.equal(tf.range(tf.shape(log_probs)[-1])[:, None], [PAD_ID, BOS_ID]), axis=1)  # [V]
-    return tf.where(banned[None, :], NEG_INF, log_probs)
+def log_probs_from_logits(logits) -> LogProbs:
+    """logits [N, V] -> their log-softmax as ``LogProbs`` (float32), PAD and BOS banned."""
+    banned = tf.reduce_any(tf.equal(tf.range(tf.shape(logits)[-1])[:, None], [PAD_ID, BOS_ID]), axis=1)  # [V]
+    return LogProbs.from_logits(logits, banned)
 
 
 def source_lengths(source_ids):

@@ -8,7 +8,7 @@ from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, greedy_translate_ids, length_penalty,
                                         translate_ids)
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.beam_search import top_k_by_blocks
+from keras_transformer.decoding.log_probs import top_k_by_blocks
 
 A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
 V = 7

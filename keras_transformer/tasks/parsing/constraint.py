@@ -43,7 +43,7 @@ from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.beam_search import beam_search
-from keras_transformer.decoding.model_step import NEG_INF
+from keras_transformer.decoding.log_probs import as_log_probs
 from keras_transformer.decoding.parallel import in_parallel
 
 BANNED, OPEN, CLOSE, SLOT, EOS = 0, 1, 2, 3, 4  # token kinds
@@ -114,7 +114,7 @@ def constrained_step_fn(step_fn, kinds):
             at_root & (tf.equal(started, 1) | tf.equal(n, 0)),  # EOS
         ], axis=1)  # [N, 5]
         mask = tf.gather(allowed, kinds, axis=1)  # [N, V]
-        log_probs = tf.where(mask, log_probs, NEG_INF)  # [N, V]
+        log_probs = as_log_probs(log_probs).ban(mask)  # [N, V]
         return log_probs, {"model": model_cache, "tree": (depth, slots, opened, started)}
 
     return wrapped
