@@ -5,14 +5,16 @@
 A search reads the 2K best tokens of each row (beam search) or the best one
 (greedy). Taking the log-softmax of all V columns and then banning tokens writes
 two [N, V] tensors a step that are read only there. ``LogProbs`` keeps the
-logits z [N, V], with the banned tokens set to NEG_INF (PAD and BOS by one
-additive mask, a parser's tree constraint by ``ban``), and each row's m and
-log Σ exp(z - m) [N, 1]; ``top_k`` ranks the logits (the shift is the same
-across a row, so the order is the log-probabilities') and normalises only the k
-it keeps. The arithmetic is ``tf.nn.log_softmax``'s, (z - m) - log Σ exp(z - m),
-so the values kept are the kernel's (tests/decoding/test_log_probs.py). The
-normaliser runs over every token, banned ones included: a ban removes a token,
-it does not renormalise the others.
+logits z [N, V] and each row's m and log Σ exp(z - m) [N, 1]; ``top_k`` ranks
+the logits (the shift is the same across a row, so the order is the
+log-probabilities') and normalises only the k it keeps. Tokens never to be
+chosen (PAD and BOS, ``banned``) are dropped from each row's k + 2 best rather
+than masked in all V columns; a parser's tree constraint, which differs from
+row to row, sets its banned logits to NEG_INF (``ban``). The arithmetic is
+``tf.nn.log_softmax``'s, (z - m) - log Σ exp(z - m), so the values kept are the
+kernel's (tests/decoding/test_log_probs.py). The normaliser runs over every
+token, banned ones included: a ban removes a token, it does not renormalise
+the others.
 
 The k best of a row come from ``top_k_by_blocks``: the same values and indices
 as ``tf.math.top_k`` over all V, taken from the k column blocks with the
@@ -21,7 +23,7 @@ highest maxima.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple, Tuple, Union
 
 import tensorflow as tf
 
@@ -58,32 +60,42 @@ def top_k_by_blocks(x, k):
 class LogProbs(NamedTuple):
     """log P [N, V] = (logits - shift) - log_sum, evaluated only where read."""
 
-    logits: tf.Tensor  # [N, V] float32, NEG_INF where banned
+    logits: tf.Tensor  # [N, V] float32 (NEG_INF where ``ban`` banned a token)
     shift: tf.Tensor  # [N, 1] m: each row's largest logit, banned tokens included
     log_sum: tf.Tensor  # [N, 1] log Σ_v exp(z_v - m)
+    banned: Tuple[int, ...] = ()  # token ids never chosen in any row (PAD, BOS)
 
     @classmethod
-    def from_logits(cls, logits, banned=None) -> "LogProbs":
-        """logits [N, V] (any float dtype); banned: [V] bool, tokens never to be chosen (None: none)."""
+    def from_logits(cls, logits, banned: Tuple[int, ...] = ()) -> "LogProbs":
+        """logits [N, V] (any float dtype); banned: token ids never to be chosen."""
         logits = tf.cast(logits, tf.float32)
         shift = tf.reduce_max(logits, axis=-1, keepdims=True)  # [N, 1]
         log_sum = tf.math.log(tf.reduce_sum(tf.exp(logits - shift), axis=-1, keepdims=True))  # [N, 1]
-        if banned is not None:
-            logits = logits + tf.where(banned, NEG_INF, 0.0)[None, :]  # one additive mask [1, V]
-        return cls(logits, shift, log_sum)
+        return cls(logits, shift, log_sum, tuple(banned))
 
     def ban(self, allowed) -> "LogProbs":
         """allowed [N, V] bool: the others are banned (NEG_INF), the normaliser unchanged."""
         return self._replace(logits=tf.where(allowed, self.logits, NEG_INF))
 
     def top_k(self, k):
-        """(values [N, k] log P, ids [N, k] int32): each row's k most probable tokens, best first."""
-        values, ids = top_k_by_blocks(self.logits, k)
+        """(values [N, k] log P, ids [N, k] int32): each row's k most probable tokens that are not banned, best
+        first (ties to the lower id, as ``tf.math.top_k``)."""
+        if not self.banned:
+            values, ids = top_k_by_blocks(self.logits, k)
+        else:  # the k + |banned| best hold the k best allowed: drop the banned, keep the order
+            values, ids = top_k_by_blocks(self.logits, tf.minimum(k + len(self.banned), tf.shape(self.logits)[-1]))
+            allowed = tf.reduce_all(tf.not_equal(ids[:, :, None], self.banned), axis=2)  # [N, k + |banned|]
+            values, picked = tf.math.top_k(tf.where(allowed, values, NEG_INF), k=k)  # [N, k]
+            ids = tf.gather(ids, picked, batch_dims=1)
         return (values - self.shift) - self.log_sum, ids
 
     def dense(self):
-        """[N, V] log P (banned tokens near NEG_INF)."""
-        return (self.logits - self.shift) - self.log_sum
+        """[N, V] log P, banned tokens near NEG_INF."""
+        logits = self.logits
+        if self.banned:
+            columns = tf.range(tf.shape(logits)[-1])[:, None]  # [V, 1]
+            logits = tf.where(tf.reduce_any(tf.equal(columns, self.banned), axis=1)[None, :], NEG_INF, logits)
+        return (logits - self.shift) - self.log_sum
 
 
 def as_log_probs(log_probs: Union[LogProbs, tf.Tensor]) -> LogProbs:

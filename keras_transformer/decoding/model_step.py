@@ -27,8 +27,7 @@ from keras_transformer.layers import masks
 
 def log_probs_from_logits(logits) -> LogProbs:
     """logits [N, V] -> their log-softmax as ``LogProbs`` (float32), PAD and BOS banned."""
-    banned = tf.reduce_any(tf.equal(tf.range(tf.shape(logits)[-1])[:, None], [PAD_ID, BOS_ID]), axis=1)  # [V]
-    return LogProbs.from_logits(logits, banned)
+    return LogProbs.from_logits(logits, banned=(PAD_ID, BOS_ID))
 
 
 def source_lengths(source_ids):
@@ -58,6 +57,7 @@ def cached_step_fn(model, source_ids, beam_size):
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
+    projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
     align = model.config.align_words
     if align:
         constants["words"] = model.word_memory(source_ids, memory)  # [B, S, D]
@@ -69,7 +69,8 @@ def cached_step_fn(model, source_ids, beam_size):
             aligned, leaves = model.aligned_step(token_ids, cache["leaves"], constants["words"])  # [N, D], [N]
             layers = cache["layers"]
         layers = [dict(c, **m, **w) for c, m, w in zip(layers, constants["memory"], weights)]
-        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned)  # [B*K, V]
+        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned,
+                                           projection)  # [B*K, V]
         layers = [{"k": c["k"], "v": c["v"]} for c in layers]
         return log_probs_from_logits(logits), ({"layers": layers, "leaves": leaves} if align else layers)
 
