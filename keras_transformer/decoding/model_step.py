@@ -1,7 +1,9 @@
 """Adapters from a ``Transformer`` to the searches' ``step_fn(token_ids [B*K], step, cache)`` interface.
 
 ``cached_step_fn`` does one token of decoder work per step against the model's
-key/value cache (``Transformer.decode_step``). ``redecode_step_fn`` is the
+key/value cache (``Transformer.decode_step``); ``preallocated_step_fn`` is the
+same step with the cache preallocated to T_max positions (static shapes, for
+the XLA-compiled ``static_beam_search``). ``redecode_step_fn`` is the
 no-cache baseline: it re-runs the full decoder over the whole prefix at every
 step (for benchmarks and equivalence tests). Both encode the source once and
 return ``(step_fn, cache, constants)``: per-beam state [B*K, ...] in the cache
@@ -77,6 +79,30 @@ def cached_step_fn(model, source_ids, beam_size):
     return step_fn, cache, constants
 
 
+def preallocated_step_fn(model, source_ids, beam_size, max_steps: int):
+    """``cached_step_fn`` with static shapes: self-attention k, v [B*K, H, T_max, d] per layer, zeros at first,
+    written at position ``step`` (``Transformer.decode_step(..., preallocated=True)``); T_max = ``max_steps``,
+    a Python int. Word alignment is not supported (a ValueError)."""
+    if model.config.align_words:
+        raise ValueError("preallocated_step_fn: models that align words (ModelConfig.align_words) are not "
+                         "supported; use cached_step_fn")
+    memory = model.encode(source_ids)  # [B, S, D]
+    layers = model.init_cache(memory)  # per layer: memory_k, memory_v [B, H, S, d]
+    constants = {"memory": [{name: c[name] for name in ("memory_k", "memory_v")} for c in layers],
+                 "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
+    n = tf.shape(source_ids)[0] * beam_size
+    cache = [{name: tf.zeros(tf.stack([n, c[name].shape[1], max_steps, c[name].shape[3]]), c[name].dtype)
+              for name in ("k", "v")} for c in layers]  # [B*K, H, T_max, d]
+    weights = [{"qkv": c["qkv"]} for c in layers]
+
+    def step_fn(token_ids, step, cache, constants):
+        layers = [dict(c, **m, **w) for c, m, w in zip(cache, constants["memory"], weights)]
+        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], preallocated=True)
+        return log_probs_from_logits(logits), [{"k": c["k"], "v": c["v"]} for c in layers]  # [B*K, V]
+
+    return step_fn, cache, constants
+
+
 def redecode_step_fn(model, source_ids, beam_size, max_steps):
     """(step_fn, cache, constants): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
     constants = {"memory": model.encode(source_ids),  # [B, S, D]
@@ -100,13 +126,14 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
 _COMPILED = weakref.WeakKeyDictionary()
 
 
-def compiled_for(model, name, fn, input_signature):
-    """``tf.function(lambda *args: fn(model, *args), input_signature)``, built once per (model, name).
+def compiled_for(model, name, fn, input_signature, jit_compile=False):
+    """``tf.function(lambda *args: fn(model, *args), input_signature, jit_compile)``, built once per (model, name).
 
     The function holds the model weakly, so the cache does not keep models alive.
     """
     per_model = _COMPILED.setdefault(model, {})
     if name not in per_model:
         ref = weakref.ref(model)
-        per_model[name] = tf.function(lambda *args: fn(ref(), *args), input_signature=input_signature)
+        per_model[name] = tf.function(lambda *args: fn(ref(), *args), input_signature=input_signature,
+                                      jit_compile=jit_compile)
     return per_model[name]
