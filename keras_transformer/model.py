@@ -3,7 +3,7 @@
     call((source_ids [B, S], target_in_ids [B, T]))  -> logits [B, T, V]
     encode(source_ids)                               -> memory [B, S, D]
     init_cache(memory)                               -> per-layer key/value cache
-    decode_step(token_ids [N], step, cache, memory_mask, aligned=None, projection=None)
+    decode_step(token_ids [N], step, cache, memory_mask, aligned=None, projection=None, preallocated=False)
                                                      -> (logits [N, V], cache)   N = B or B*K
 
 With ``align_words`` (parsing, §6.3; not in the paper) the decoder input at
@@ -136,17 +136,18 @@ class Transformer(keras.Model):
         """memory [B, S, D] -> per-layer cache: empty self-attention keys/values, projected memory."""
         return self.decoder.init_cache(memory)
 
-    def decode_step(self, token_ids, step, cache, memory_mask, aligned=None, projection=None):
+    def decode_step(self, token_ids, step, cache, memory_mask, aligned=None, projection=None, preallocated=False):
         """token_ids [N] at position ``step`` (scalar) -> (logits [N, V] float32, cache one position longer).
 
         ``cache`` k, v have N rows; its memory_k, memory_v and ``memory_mask`` one row per item (B rows,
         N = B*K, an item's K hypotheses adjacent; ``DecoderLayer.step``). ``aligned`` [N, D]: ``aligned_step``'s,
         exactly when the model aligns words. ``projection``: E^T [D, V] (``SharedEmbedding.transposed``),
-        computed once before the steps.
+        computed once before the steps. ``preallocated``: k, v are [N, H, T_max, d] and keep that shape,
+        position ``step`` written (static shapes, for XLA).
         """
         aligned = None if aligned is None else aligned[:, None, :]
         y = self._embed(token_ids[:, None], start=step, aligned=aligned)[:, 0, :]  # [N, D]
-        y, cache = self.decoder.step(y, cache, memory_mask)
+        y, cache = self.decoder.step(y, cache, memory_mask, step if preallocated else None)
         logits = self.embedding.logits(y, projection)  # [N, V]
         return ops.cast(logits, "float32"), cache
 

@@ -54,7 +54,7 @@ hypotheses (but at least one) has empty slots after them: all PAD, score NEG_INF
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import tensorflow as tf
 
@@ -85,23 +85,81 @@ def _gather_beams(x, beams):
     return tf.gather(x, beams, batch_dims=1)
 
 
+class Beams(NamedTuple):
+    """Each item's K alive and K finished hypotheses (leading dimension: the items; T: the output buffers).
+
+    The search's step, shared by ``beam_search`` and the static-shape ``static_beam_search``."""
+
+    alive_seq: tf.Tensor  # [B, K, T] int32
+    alive_log_probs: tf.Tensor  # [B, K] float32
+    finished_seq: tf.Tensor  # [B, K, T] int32
+    finished_scores: tf.Tensor  # [B, K] float32
+    finished_flags: tf.Tensor  # [B, K] bool
+
+    @classmethod
+    def start(cls, b, k, t) -> "Beams":
+        """Nothing decoded: only beam 0 is live (no duplicate beams), nothing finished."""
+        first_beam = tf.equal(tf.range(k), 0)[None, :]  # [1, K]
+        empty = tf.zeros([b, k, t], tf.int32)  # [B, K, T]
+        return cls(empty, tf.where(first_beam, 0.0, NEG_INF) * tf.ones([b, 1]), empty, tf.fill([b, k], NEG_INF),
+                   tf.zeros([b, k], tf.bool))
+
+    def last_tokens(self, i, bos_id):
+        """[B*K] int32: each alive beam's token at step i - 1 (BOS at step 0), the decoder's next input."""
+        previous = tf.gather(self.alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B, K]
+        return tf.reshape(tf.where(tf.equal(i, 0), tf.fill(tf.shape(previous), bos_id), previous), [-1])
+
+    def expand(self, log_probs, i, k, alpha, eos_id) -> Tuple["Beams", tf.Tensor]:
+        """Step i: (the new beams, source_beams [B, K], the beam each new alive beam extends).
+
+        log_probs [B*K, V] (a tensor or ``LogProbs``); k: K, a Python int or a scalar tensor."""
+        log_probs = as_log_probs(log_probs)
+        b, t = tf.shape(self.alive_seq)[0], tf.shape(self.alive_seq)[2]
+        # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
+        per_beam = tf.minimum(2 * k, tf.shape(log_probs.logits)[-1])  # C = 2K, or V if smaller
+        beam_log_probs, beam_tokens = log_probs.top_k(per_beam)  # [B*K, C] each beam's best tokens
+        candidates = self.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b, k, per_beam])  # [B, K, C]
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b, k * per_beam]), k=2 * k)  # [B, 2K]
+        top_beams = top_ids // per_beam  # [B, 2K]
+        top_tokens = tf.gather(tf.reshape(beam_tokens, [b, k * per_beam]), top_ids, batch_dims=1)  # [B, 2K]
+        at_i = tf.equal(tf.range(t), i)[None, None, :]  # [1, 1, T]
+        top_seq = tf.where(at_i, top_tokens[:, :, None], _gather_beams(self.alive_seq, top_beams))  # [B, 2K, T]
+        top_eos = tf.equal(top_tokens, eos_id)  # [B, 2K]
+
+        # Alive: the best K expansions that do not end in EOS.
+        alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B, K]
+
+        # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set.
+        admit = tf.logical_and(top_eos, (tf.range(2 * k) < k)[None, :])  # [B, 2K]
+        new_scores = tf.where(admit, top_log_probs / length_penalty(i + 1, alpha), NEG_INF)  # [B, 2K]
+        finished_scores, finished_pick = tf.math.top_k(
+            tf.concat([self.finished_scores, new_scores], axis=1), k=k)  # [B, K]
+        beams = Beams(
+            _gather_beams(top_seq, alive_pick), alive_log_probs,
+            _gather_beams(tf.concat([self.finished_seq, top_seq], axis=1), finished_pick), finished_scores,
+            _gather_beams(tf.concat([self.finished_flags, admit], axis=1), finished_pick))
+        return beams, _gather_beams(top_beams, alive_pick)
+
+    def done(self, i, max_lengths, alpha):
+        """[B] bool after step i: at the maximum length, or K finished that no alive beam can beat."""
+        best_alive = tf.reduce_max(self.alive_log_probs, axis=1) / length_penalty(max_lengths, alpha)  # [B]
+        worst_finished = tf.reduce_min(tf.where(self.finished_flags, self.finished_scores, NEG_INF), axis=1)  # [B]
+        return (i + 1 >= max_lengths) | (worst_finished > best_alive)
+
+    def results(self, num_steps, alpha):
+        """(sequences [B, K, T], scores [B, K]): the finished set, or the alive beams where none finished."""
+        any_finished = tf.reduce_any(self.finished_flags, axis=1)  # [B]
+        alive_scores = self.alive_log_probs / length_penalty(num_steps, alpha)  # [B, K]
+        return (tf.where(any_finished[:, None, None], self.finished_seq, self.alive_seq),
+                tf.where(any_finished[:, None], self.finished_scores, alive_scores))
+
+
 class _Items(NamedTuple):
     """The per-item loop state of the items still searching (leading dimension B')."""
 
     index: tf.Tensor  # [B'] int32, the item's row in the output
     max_lengths: tf.Tensor  # [B'] int32
-    alive_seq: tf.Tensor  # [B', K, T] int32
-    alive_log_probs: tf.Tensor  # [B', K] float32
-    finished_seq: tf.Tensor  # [B', K, T] int32
-    finished_scores: tf.Tensor  # [B', K] float32
-    finished_flags: tf.Tensor  # [B', K] bool
-
-    def results(self, num_steps, alpha):
-        """(sequences [B', K, T], scores [B', K]): the finished set, or the alive beams where none finished."""
-        any_finished = tf.reduce_any(self.finished_flags, axis=1)  # [B']
-        alive_scores = self.alive_log_probs / length_penalty(num_steps, alpha)  # [B', K]
-        return (tf.where(any_finished[:, None, None], self.finished_seq, self.alive_seq),
-                tf.where(any_finished[:, None], self.finished_scores, alive_scores))
+    beams: Beams
 
 
 def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants=(), eos_id=EOS_ID,
@@ -122,48 +180,15 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
         return tf.reshape(items[:, None] * k + tf.range(k)[None, :], [-1])
 
     def step(i, items, cache, constants, out_seq, out_scores):
-        b_live = tf.shape(items.index)[0]
-        previous = tf.gather(items.alive_seq, tf.maximum(i - 1, 0), axis=2)  # [B', K]
-        previous = tf.where(tf.equal(i, 0), tf.fill(tf.shape(previous), bos_id), previous)
-        log_probs, cache = step_fn(tf.reshape(previous, [-1]), i, cache, constants)  # [B'*K, V]
-        log_probs = as_log_probs(log_probs)
-
-        # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
-        per_beam = tf.minimum(2 * k, tf.shape(log_probs.logits)[-1])  # C = 2K, or V if smaller
-        beam_log_probs, beam_tokens = log_probs.top_k(per_beam)  # [B'*K, C] each beam's best tokens
-        candidates = items.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b_live, k, per_beam])
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b_live, k * per_beam]), k=2 * k)  # [B', 2K]
-        top_beams = top_ids // per_beam  # [B', 2K]
-        top_tokens = tf.gather(tf.reshape(beam_tokens, [b_live, k * per_beam]), top_ids, batch_dims=1)  # [B', 2K]
-        at_i = tf.equal(tf.range(t_max), i)[None, None, :]  # [1, 1, T]
-        top_seq = tf.where(at_i, top_tokens[:, :, None], _gather_beams(items.alive_seq, top_beams))  # [B', 2K, T]
-        top_eos = tf.equal(top_tokens, eos_id)  # [B', 2K]
-
-        # Alive: the best K expansions that do not end in EOS.
-        alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B', K]
-        source_beams = _gather_beams(top_beams, alive_pick)  # [B', K]
-
-        # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set.
-        admit = tf.logical_and(top_eos, (tf.range(2 * k) < k)[None, :])  # [B', 2K]
-        new_scores = tf.where(admit, top_log_probs / length_penalty(i + 1, alpha), NEG_INF)  # [B', 2K]
-        finished_scores, finished_pick = tf.math.top_k(
-            tf.concat([items.finished_scores, new_scores], axis=1), k=k)  # [B', K]
-        items = items._replace(
-            alive_seq=_gather_beams(top_seq, alive_pick), alive_log_probs=alive_log_probs,
-            finished_seq=_gather_beams(tf.concat([items.finished_seq, top_seq], axis=1), finished_pick),
-            finished_scores=finished_scores,
-            finished_flags=_gather_beams(tf.concat([items.finished_flags, admit], axis=1), finished_pick))
-
-        # Stop at the maximum length, or with K finished that no alive beam can beat.
-        best_alive = tf.reduce_max(alive_log_probs, axis=1) / length_penalty(items.max_lengths, alpha)  # [B']
-        worst_finished = tf.reduce_min(tf.where(items.finished_flags, finished_scores, NEG_INF), axis=1)  # [B']
-        done = (i + 1 >= items.max_lengths) | (worst_finished > best_alive)  # [B']
-
+        log_probs, cache = step_fn(items.beams.last_tokens(i, bos_id), i, cache, constants)  # [B'*K, V]
+        beams, source_beams = items.beams.expand(log_probs, i, k, alpha, eos_id)
+        items = items._replace(beams=beams)
+        done = beams.done(i, items.max_lengths, alpha)  # [B']
         keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
 
         def retire():  # write the stopped items' results; the constants lose their rows
             stopped = tf.where(done)[:, 0]  # [R]
-            sequences, scores = (tf.gather(x, stopped) for x in items.results(i + 1, alpha))
+            sequences, scores = (tf.gather(x, stopped) for x in beams.results(i + 1, alpha))
             rows = tf.gather(items.index, stopped)[:, None]  # [R, 1]
             return (tf.tensor_scatter_nd_update(out_seq, rows, sequences),
                     tf.tensor_scatter_nd_update(out_scores, rows, scores),
@@ -179,18 +204,14 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
     def searching(i, items, *state):
         return tf.logical_and(i < t_max, tf.shape(items.index)[0] > 0)
 
-    first_beam = tf.equal(tf.range(k), 0)[None, :]  # [1, K]: only beam 0 is live at first (no duplicates)
-    start_log_probs = tf.where(first_beam, 0.0, NEG_INF) * tf.ones([b, 1])  # [B, K]
-    empty = tf.zeros([b, k, t_max], tf.int32)  # [B, K, T]
-    items = _Items(tf.range(b), max_lengths, empty, start_log_probs, empty, tf.fill([b, k], NEG_INF),
-                   tf.zeros([b, k], tf.bool))
+    start = Beams.start(b, k, t_max)
     searched = tf.cast(tf.where(max_lengths > 0)[:, 0], tf.int32)  # items allowed no token keep the start state
-    items = tf.nest.map_structure(lambda t: tf.gather(t, searched), items)
+    items = tf.nest.map_structure(lambda t: tf.gather(t, searched), _Items(tf.range(b), max_lengths, start))
     initial_cache = tf.nest.map_structure(lambda t: tf.gather(t, beam_rows(searched)), initial_cache)
     constants = tf.nest.map_structure(lambda t: tf.gather(t, searched), constants)
-    item_invariants = _Items(*(tf.TensorShape([None] * t.shape.rank) for t in items))
+    item_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), items)
     num_steps, _, _, _, out_seq, out_scores = tf.while_loop(
-        searching, step, (tf.constant(0), items, initial_cache, constants, empty, start_log_probs),
+        searching, step, (tf.constant(0), items, initial_cache, constants, start.alive_seq, start.alive_log_probs),
         shape_invariants=(tf.TensorShape([]), item_invariants, cache_invariants(initial_cache),
                           cache_invariants(constants), tf.TensorShape([None, None, None]),
                           tf.TensorShape([None, None])),

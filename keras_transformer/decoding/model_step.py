@@ -1,7 +1,9 @@
 """Adapters from a ``Transformer`` to the searches' ``step_fn(token_ids [B*K], step, cache)`` interface.
 
 ``cached_step_fn`` does one token of decoder work per step against the model's
-key/value cache (``Transformer.decode_step``). ``redecode_step_fn`` is the
+key/value cache (``Transformer.decode_step``), growing or preallocated to T_max
+positions (static shapes, for the XLA-compiled ``static_beam_search``).
+``redecode_step_fn`` is the
 no-cache baseline: it re-runs the full decoder over the whole prefix at every
 step (for benchmarks and equivalence tests). Both encode the source once and
 return ``(step_fn, cache, constants)``: per-beam state [B*K, ...] in the cache
@@ -17,6 +19,7 @@ Decoding never emits PAD or BOS: their log-probabilities are set to NEG_INF
 from __future__ import annotations
 
 import weakref
+from typing import Optional
 
 import tensorflow as tf
 
@@ -45,8 +48,12 @@ def _tile(x, beam_size):
     return tf.repeat(x, beam_size, axis=0)
 
 
-def cached_step_fn(model, source_ids, beam_size):
+def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None):
     """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step.
+
+    With ``max_steps`` T_max (a Python int) they are preallocated instead, [B*K, H, T_max, d], zeros at first,
+    and each step writes its position (``Transformer.decode_step(..., preallocated=True)``): static shapes,
+    for the XLA-compiled ``static_beam_search``.
 
     A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
     cache ({"layers": [...], "leaves": [B*K]}) and its items' ``word_memory`` [B, S, D] in the constants.
@@ -56,6 +63,9 @@ def cached_step_fn(model, source_ids, beam_size):
     constants = {"memory": [{name: c[name] for name in ("memory_k", "memory_v")} for c in layers],
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
+    if max_steps is not None:
+        cache = [{name: tf.pad(t, [[0, 0], [0, 0], [0, max_steps], [0, 0]]) for name, t in c.items()}
+                 for c in cache]  # [B*K, H, T_max, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
     projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
     align = model.config.align_words
@@ -70,7 +80,7 @@ def cached_step_fn(model, source_ids, beam_size):
             layers = cache["layers"]
         layers = [dict(c, **m, **w) for c, m, w in zip(layers, constants["memory"], weights)]
         logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned,
-                                           projection)  # [B*K, V]
+                                           projection, preallocated=max_steps is not None)  # [B*K, V]
         layers = [{"k": c["k"], "v": c["v"]} for c in layers]
         return log_probs_from_logits(logits), ({"layers": layers, "leaves": leaves} if align else layers)
 
@@ -100,13 +110,14 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
 _COMPILED = weakref.WeakKeyDictionary()
 
 
-def compiled_for(model, name, fn, input_signature):
-    """``tf.function(lambda *args: fn(model, *args), input_signature)``, built once per (model, name).
+def compiled_for(model, name, fn, input_signature, jit_compile=False):
+    """``tf.function(lambda *args: fn(model, *args), input_signature, jit_compile)``, built once per (model, name).
 
     The function holds the model weakly, so the cache does not keep models alive.
     """
     per_model = _COMPILED.setdefault(model, {})
     if name not in per_model:
         ref = weakref.ref(model)
-        per_model[name] = tf.function(lambda *args: fn(ref(), *args), input_signature=input_signature)
+        per_model[name] = tf.function(lambda *args: fn(ref(), *args), input_signature=input_signature,
+                                      jit_compile=jit_compile)
     return per_model[name]

@@ -47,6 +47,7 @@ class MultiHeadAttention(keras.layers.Layer):
       ``attention_weights(query, memory, mask)`` -> [B, H, T, S] (for plots)
       ``attend_rows(x, k, v, mask)``         -> [N, D]      (one query per row, rows grouped per memory row)
       ``self_attend_step(x, cache_k, cache_v, qkv)`` -> ([N, D], k, v one position longer)
+      ``self_attend_at(x, cache_k, cache_v, step, qkv)`` -> ([N, D], k, v with position step written)
     """
 
     def __init__(self, d_model, num_heads, d_k=None, d_v=None, attention_dropout=0.0, **kwargs):
@@ -140,6 +141,24 @@ class MultiHeadAttention(keras.layers.Layer):
         k = ops.concatenate([cache_k, self._rows_to_heads(k, self.d_k)], axis=2)  # [N, H, t + 1, d_k]
         v = ops.concatenate([cache_v, self._rows_to_heads(v, self.d_v)], axis=2)  # [N, H, t + 1, d_v]
         heads, _ = scaled_dot_product_attention(self._rows_to_heads(q, self.d_k), k, v)  # [N, H, 1, d_v]
+        return self._heads_to_rows(heads), k, v
+
+    def self_attend_at(self, x, cache_k, cache_v, step, qkv=None):
+        """``self_attend_step`` on a preallocated cache of static shape (an XLA-compiled search).
+
+        x [N, D]; cache_k [N, H, T_max, d_k], cache_v [N, H, T_max, d_v]; step: scalar position < T_max ->
+        (out [N, D], k, v [N, H, T_max, d] with this position written at ``step``). Positions after ``step``
+        are masked; their weights are exactly 0, so the output equals ``self_attend_step``'s up to rounding.
+        """
+        kernel, bias = qkv if qkv is not None else self.fused_qkv(x.dtype)
+        split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
+        q, k, v = ops.split(ops.matmul(x, kernel) + bias, split, axis=1)  # [N, H d_k], [N, H d_k], [N, H d_v]
+        positions = ops.arange(ops.shape(cache_k)[2])  # [T_max]
+        at_step = ops.equal(positions, step)[None, None, :, None]  # [1, 1, T_max, 1]
+        k = ops.where(at_step, self._rows_to_heads(k, self.d_k), cache_k)  # [N, H, T_max, d_k]
+        v = ops.where(at_step, self._rows_to_heads(v, self.d_v), cache_v)  # [N, H, T_max, d_v]
+        mask = ops.less_equal(positions, step)[None, None, None, :]  # [1, 1, 1, T_max]
+        heads, _ = scaled_dot_product_attention(self._rows_to_heads(q, self.d_k), k, v, mask)  # [N, H, 1, d_v]
         return self._heads_to_rows(heads), k, v
 
     def get_config(self):

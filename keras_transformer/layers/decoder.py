@@ -5,7 +5,10 @@ time against a key/value cache, on rows [N, D] (one hypothesis each; N = B*K
 under beam search, an item's K beams adjacent): the decoder's self-attention
 keys/values grow by one position per step, and the encoder-decoder
 keys/values are computed once from the memory (``init_cache``), one row per
-item, shared by its K beams (never repeated per hypothesis).
+item, shared by its K beams (never repeated per hypothesis). Given ``step``,
+the self-attention cache is instead preallocated to T_max positions and
+written in place (``MultiHeadAttention.self_attend_at``): static shapes, for
+an XLA-compiled search.
 """
 
 from __future__ import annotations
@@ -35,16 +38,21 @@ class DecoderLayer(BlockBase):
             y, sublayer_fn=lambda h: self.cross_attention(h, memory, memory_mask, training=training), training=training)
         return self.ffn_residual(y, sublayer_fn=lambda h: self.ffn(h, training=training), training=training)
 
-    def step(self, y, cache, memory_mask):
+    def step(self, y, cache, memory_mask, step=None):
         """One position per row. y [N, D]; cache: k, v [N, H, t, d], memory_k, memory_v [B, H, S, d], qkv.
 
         memory_mask [B, 1, 1, S]; N = B*K, rows j*K..j*K+K-1 read memory row j. Returns (y [N, D], cache with
-        k, v [N, H, t + 1, d]).
+        k, v [N, H, t + 1, d]). With ``step`` (scalar), k, v are preallocated [N, H, T_max, d] and come back the
+        same shape with position ``step`` written (``self_attend_at``).
         """
         new = dict(cache)
+        attention = self.self_attention
 
         def self_attend(h):
-            out, new["k"], new["v"] = self.self_attention.self_attend_step(h, cache["k"], cache["v"], cache.get("qkv"))
+            if step is None:
+                out, new["k"], new["v"] = attention.self_attend_step(h, cache["k"], cache["v"], cache.get("qkv"))
+            else:
+                out, new["k"], new["v"] = attention.self_attend_at(h, cache["k"], cache["v"], step, cache.get("qkv"))
             return out
 
         y = self.self_attention_residual(y, sublayer_fn=self_attend)
@@ -80,10 +88,10 @@ class Decoder(StackBase):
             })
         return cache
 
-    def step(self, y, cache, memory_mask):
+    def step(self, y, cache, memory_mask, step=None):
         """y [N, D], the next position of each row -> ([N, D], updated cache); see ``DecoderLayer.step``."""
         new_cache = []
         for layer, layer_cache in zip(self.blocks, cache):
-            y, layer_cache = layer.step(y, layer_cache, memory_mask)
+            y, layer_cache = layer.step(y, layer_cache, memory_mask, step)
             new_cache.append(layer_cache)
         return self._finish(y), new_cache

@@ -1,0 +1,116 @@
+"""The static-shape search (XLA) against ``beam_search``: the same sequences, the same scores."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.decoding import beam_search, greedy_translate_ids, model_step, translate_ids
+from keras_transformer.decoding import static_beam_search as static
+
+A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
+V = 7
+
+
+def table_step_fn(transitions):
+    """step_fn whose log-probs depend only on the previous token: transitions {prev: {next: p}} (rest ~0)."""
+    p = np.full((V, V), 1e-9)
+    for prev, row in transitions.items():
+        for token, prob in row.items():
+            p[prev, token] = prob
+    log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
+    return lambda token_ids, step, cache, constants: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+
+
+GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
+NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}
+
+
+@pytest.mark.parametrize("table, k, max_lengths, alpha", [
+    (GARDEN_PATH, 2, [10, 3, 0], 0.0),  # stops after 2 steps; an item allowed no token keeps the start state
+    (GARDEN_PATH, 1, [10, 1], 0.6),
+    (NEVER_EOS, 3, [3, 6], 0.6),  # per-item maximum lengths, fallback to alive beams
+])
+def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha):
+    step_fn, t_max = table_step_fn(table), 12
+    cache = {"x": tf.zeros([len(max_lengths) * k, 1])}
+    want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha))()
+    got = tf.function(lambda: static.static_beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, t_max),
+                      jit_compile=True)()
+    steps = int(want.num_steps)
+    assert int(got.num_steps) == steps and got.sequences.shape == (len(max_lengths), k, t_max)
+    np.testing.assert_array_equal(got.sequences[:, :, :steps], want.sequences)
+    assert (got.sequences.numpy()[:, :, steps:] == PAD_ID).all()
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # one position at step 0
+def test_self_attention_on_a_preallocated_cache_equals_the_growing_one(model):
+    attention = model.decoder.blocks[0].self_attention
+    x = tf.random.stateless_normal([5, 6, 16], seed=[1, 2])  # [N, steps, D]
+    k = v = tf.zeros([6, 2, 0, 8])[:5]  # [N, H, 0, d]
+    k_fixed = v_fixed = tf.zeros([5, 2, 9, 8])  # [N, H, T_max, d]
+    for step in range(6):
+        out, k, v = attention.self_attend_step(x[:, step], k, v)
+        out_fixed, k_fixed, v_fixed = attention.self_attend_at(x[:, step], k_fixed, v_fixed, step)
+        np.testing.assert_allclose(out_fixed, out, atol=1e-6)
+        np.testing.assert_array_equal(k_fixed[:, :, : step + 1], k)
+        assert (k_fixed.numpy()[:, :, step + 1:] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def sources():
+    """Lengths 2, 12, 7, 0 (an empty source: all PAD) and 5."""
+    src = np.random.default_rng(0).integers(4, 50, (5, 12)).astype(np.int32)
+    src[0, 2:] = PAD_ID
+    src[2, 7:] = PAD_ID
+    src[3, :] = PAD_ID
+    src[4, 5:] = PAD_ID
+    return src
+
+
+@pytest.fixture(scope="module")
+def eos_prone(model, sources):
+    """The model with 0.12 x the embeddings of its favoured tokens added to EOS's (as test_beam_search's
+    "eos_prone"): items finish at different steps, some fall back to alive beams."""
+    embeddings = model.embedding.embeddings
+    saved = embeddings.numpy()
+    favoured = np.unique(greedy_translate_ids(model, sources, 0.0, 6)[0].numpy())
+    favoured = favoured[favoured > EOS_ID]
+    embeddings.assign(np.concatenate([saved[:EOS_ID], saved[EOS_ID:EOS_ID + 1] + 0.12 * saved[favoured].sum(0),
+                                      saved[EOS_ID + 1:]]))
+    yield model
+    embeddings.assign(saved)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("beam_size, alpha, extra_length, rows", [
+    (4, 0.6, 6, [0, 1, 2, 3, 4]),
+    (1, 0.0, 5, [0, 1, 2, 3, 4]),
+    (4, 1.2, 10, [2, 3, 4]),
+    (4, 0.0, 3, [0]),
+    (1, 1.2, 8, [1, 4]),
+])
+def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows, jit_compile):
+    src = sources[rows]
+    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length)
+    got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length, jit_compile=jit_compile)
+    np.testing.assert_array_equal(got_seq, want_seq)
+    np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+
+
+def test_items_stop_at_different_steps(eos_prone, sources):
+    """The coverage the equivalence above relies on: finished and unfinished items, different lengths."""
+    sequences, _ = static.translate_ids(eos_prone, sources, 4, 0.6, 6)
+    best = sequences.numpy()[:, 0]  # [B, T]
+    finished = (best == EOS_ID).any(axis=1)
+    assert finished.any() and not finished.all()
+    assert len(set((best != PAD_ID).sum(axis=1))) >= 3
+
+
+def test_xla_search_compiles_once_per_shape(model, sources):
+    search = static.compiled_search(model, 4, 20, jit_compile=True)
+    lengths = model_step.max_output_lengths(sources, 4, 128)
+    search(sources, lengths, 0.6)
+    search(sources, lengths, 1.0)  # a new alpha: no new trace, no new compilation
+    assert search.experimental_get_tracing_count() == 1
