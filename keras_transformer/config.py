@@ -250,6 +250,32 @@ PRECISIONS = ("float32", "bfloat16")
 PARALLEL_SEARCHES = 2
 
 
+@dataclasses.dataclass(frozen=True)
+class XlaBuckets:
+    """The static shapes an XLA export (kt-export --jit_compile) compiles its search for.
+
+    A search part of B items with S source tokens runs padded to the smallest batch size >= B and the smallest
+    source length >= S (the last one is the export's max_source_length); each pair is one XLA compilation,
+    done at load time by the export's warm-up requests.
+    """
+
+    batch_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    source_lengths: Tuple[int, ...] = (8, 16, 24, 32, 48, 64)
+
+    def __post_init__(self):
+        for name in ("batch_sizes", "source_lengths"):
+            values = tuple(getattr(self, name))
+            _require(len(values) > 0 and all(isinstance(v, int) and v >= 1 for v in values), name,
+                     f"expected positive integers, got {values}")
+            _require(all(a < b for a, b in zip(values, values[1:])), name,
+                     f"must be strictly increasing, got {', '.join(map(str, values))}")
+            object.__setattr__(self, name, values)
+
+    def for_source(self, max_source_length: int) -> Tuple[int, ...]:
+        """The source lengths below ``max_source_length``, then it: every source (truncated to it) fits one."""
+        return tuple(s for s in self.source_lengths if s < max_source_length) + (max_source_length,)
+
+
 def decode_option_error(name: str, value) -> Optional[str]:
     """Why ``value`` is not a valid decoding option ``name`` ("must be ..., got v"), or None when it is."""
     least, rule = DECODE_OPTIONS[name]

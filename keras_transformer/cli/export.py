@@ -3,6 +3,7 @@
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_en_de [--checkpoint=averaged]
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_ids --ids_only
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_bf16 --precision=bfloat16
+    kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_xla --jit_compile
     kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
         --export_dir=saved_models/multi30k_en_de_ct2_int8
 
@@ -45,6 +46,15 @@ flags.DEFINE_float("length_penalty", None,
                    "With --format=ctranslate2: α of CTranslate2's own search (score log P / |Y|^α), stored in the "
                    "directory for kt-translate and kt-evaluate; default: the best by BLEU on the recipe's eval "
                    "split (under --data_dir) of 0, 0.2, ..., 1.2, 1.5.", lower_bound=0.0)
+flags.DEFINE_boolean("jit_compile", False,
+                     "With --format=saved_model: the beam search compiled by XLA over static shapes (inputs padded to "
+                     "--xla_batch_sizes x --xla_source_lengths), with TF Serving warm-up requests for each; serve "
+                     "with tensorflow_model_server --xla_cpu_compilation_enabled=true. Translation models only.")
+flags.DEFINE_list("xla_batch_sizes", None, "With --jit_compile: the batch sizes a search part is padded to, "
+                  "increasing (default 1,2,4,8,16,32).")
+flags.DEFINE_list("xla_source_lengths", None, "With --jit_compile: the source lengths (tokens, EOS included) "
+                  "inputs are padded to, increasing; the export's max_source_length is always the last "
+                  "(default 8,16,24,32,48,64).")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
@@ -55,8 +65,12 @@ def _check_flags() -> None:
     for name in ("model", "export_dir"):
         if not getattr(FLAGS, name):
             common.fail(f"--{name}: required")
+    if not FLAGS.jit_compile:
+        for name in ("xla_batch_sizes", "xla_source_lengths"):
+            if FLAGS[name].present:
+                common.fail(f"--{name}: applies with --jit_compile only")
     if FLAGS.format == "ctranslate2":
-        for name in ("ids_only", "parallel_searches", "precision"):
+        for name in ("ids_only", "parallel_searches", "precision", "jit_compile"):
             if FLAGS[name].present:
                 common.fail(f"--{name}: applies to --format=saved_model only")
         from keras_transformer.engines import import_ctranslate2
@@ -93,6 +107,32 @@ def _source_info(model_arg: str, checkpoint: str) -> dict:
     return {"checkpoint": str(path), "workdir": model_arg}
 
 
+def _xla_buckets():
+    """--jit_compile's ``XlaBuckets``, None without it; exit 2 naming the flag for a bad list, or without the
+    tensorflow-serving-api package its warm-up requests need."""
+    if not FLAGS.jit_compile:
+        return None
+    from keras_transformer.config import XlaBuckets
+    from keras_transformer.serving import warmup
+
+    given = {}
+    for name, field in (("xla_batch_sizes", "batch_sizes"), ("xla_source_lengths", "source_lengths")):
+        if FLAGS[name].value is not None:
+            try:
+                given[field] = tuple(int(v) for v in FLAGS[name].value)
+            except ValueError:
+                common.fail(f"--{name}: expected integers, got {','.join(FLAGS[name].value)}")
+    try:
+        buckets = XlaBuckets(**given)
+        warmup._apis()
+    except ImportError as e:
+        common.fail(f"--jit_compile: {e}")
+    except ValueError as e:  # "batch_sizes: must be ..."
+        field, _, problem = str(e).partition(": ")
+        common.fail(f"--xla_{field}: {problem}")
+    return buckets
+
+
 def _check_eval_split(recipe) -> None:
     """Exit naming --data_dir unless the eval split that chooses CTranslate2's length penalty can be read."""
     from keras_transformer import tasks
@@ -126,6 +166,7 @@ def _store_length_penalty(recipe) -> None:
 def main(argv):
     del argv
     _check_flags()
+    xla = _xla_buckets()
     from keras_transformer import artifacts, tasks
     from keras_transformer.serving import writer
 
@@ -146,13 +187,15 @@ def main(argv):
     else:
         try:
             module = tasks.get(recipe).module(writer.with_precision(model, FLAGS.precision), tok, recipe,
-                                              with_text=not FLAGS.ids_only, parallel_searches=FLAGS.parallel_searches)
+                                              with_text=not FLAGS.ids_only, parallel_searches=FLAGS.parallel_searches,
+                                              xla=xla)
             writer.write(module, FLAGS.export_dir, info=info)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
-        except ValueError as e:  # --ids_only for a parser
+        except ValueError as e:  # --ids_only or --jit_compile for a parser
             common.fail_with(e)
-        what = "a SavedModel"
+        what = "a SavedModel" + (" (XLA-compiled search; serve with --xla_cpu_compilation_enabled=true)" if xla
+                                 else "")
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(FLAGS.export_dir) for f in files)
     print(f"exported {info.get('checkpoint', FLAGS.model)} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")
 

@@ -60,7 +60,7 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, top_k_by_blocks  # noqa: F401 (re-exported)
+from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, columns, smallest
 from keras_transformer.decoding.parallel import in_parallel
 
 
@@ -116,7 +116,7 @@ class Beams(NamedTuple):
         log_probs = as_log_probs(log_probs)
         b, t = tf.shape(self.alive_seq)[0], tf.shape(self.alive_seq)[2]
         # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
-        per_beam = tf.minimum(2 * k, tf.shape(log_probs.logits)[-1])  # C = 2K, or V if smaller
+        per_beam = smallest(2 * k, columns(log_probs.logits))  # C = 2K, or V if smaller
         beam_log_probs, beam_tokens = log_probs.top_k(per_beam)  # [B*K, C] each beam's best tokens
         candidates = self.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b, k, per_beam])  # [B, K, C]
         top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b, k * per_beam]), k=2 * k)  # [B, 2K]

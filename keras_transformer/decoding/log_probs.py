@@ -30,6 +30,17 @@ import tensorflow as tf
 NEG_INF = -1.0e9  # log-prob of a banned token and score of an empty n-best slot; finite (-inf gives NaN in sums)
 
 
+def columns(x):
+    """x's last dimension: a Python int where it is static, else a scalar tensor."""
+    return x.shape[-1] if x.shape[-1] is not None else tf.shape(x)[-1]
+
+
+def smallest(a, b):
+    """min(a, b): a Python int where both are known when traced (static shapes for XLA), else a tensor."""
+    a_known, b_known = tf.get_static_value(a), tf.get_static_value(b)
+    return min(int(a_known), int(b_known)) if a_known is not None and b_known is not None else tf.minimum(a, b)
+
+
 def _block_size(v):
     """The vocabulary block of ``top_k_by_blocks``: the smallest divisor of V in [64, 256], or None."""
     return next((b for b in range(64, 257) if v is not None and v % b == 0), None)
@@ -54,6 +65,9 @@ def top_k_by_blocks(x, k):
         values, picked = tf.math.top_k(tf.reshape(tf.gather(x_blocks, best, batch_dims=1), [n, -1]), k=k)  # [N, k]
         return values, tf.gather(best, picked // block, batch_dims=1) * block + picked % block
 
+    known = tf.get_static_value(k)  # a static k picks the way here (XLA compiles both sides of a tf.cond)
+    if known is not None:
+        return by_blocks() if known < blocks else tuple(tf.math.top_k(x, k=k))
     return tf.cond(tf.less(k, blocks), by_blocks, lambda: tuple(tf.math.top_k(x, k=k)))
 
 
@@ -83,7 +97,7 @@ class LogProbs(NamedTuple):
         if not self.banned:
             values, ids = top_k_by_blocks(self.logits, k)
         else:  # the k + |banned| best hold the k best allowed: drop the banned, keep the order
-            values, ids = top_k_by_blocks(self.logits, tf.minimum(k + len(self.banned), tf.shape(self.logits)[-1]))
+            values, ids = top_k_by_blocks(self.logits, smallest(k + len(self.banned), columns(self.logits)))
             allowed = tf.reduce_all(tf.not_equal(ids[:, :, None], self.banned), axis=2)  # [N, k + |banned|]
             values, picked = tf.math.top_k(tf.where(allowed, values, NEG_INF), k=k)  # [N, k]
             ids = tf.gather(ids, picked, batch_dims=1)

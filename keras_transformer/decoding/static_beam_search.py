@@ -105,3 +105,31 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, ma
     search = compiled_search(model, int(beam_size), max_steps, jit_compile)
     sequences, scores, num_steps = search(source_ids, max_lengths, tf.cast(alpha, tf.float32))
     return sequences[:, :, :num_steps], scores
+
+
+def bucketed_translate_ids(model, source_ids, alpha, extra_length, beam_size: int, max_extra_length: int,
+                           batch_sizes, source_lengths):
+    """The XLA search of source_ids [B, S] padded to static shapes: B rows to the smallest of ``batch_sizes``
+    >= B (empty rows, maximum length 0), S columns to the smallest of ``source_lengths`` >= S (PAD), with
+    T_max = that length + ``max_extra_length`` (at most ``model.config.max_length``). One compilation per
+    (batch size, source length). Needs B <= batch_sizes[-1], S <= source_lengths[-1] and
+    extra_length <= max_extra_length; alpha and extra_length are tensors, beam_size a Python int.
+
+    -> (sequences [B, K, T] int32, T = steps run; scores [B, K] float32), as ``beam_search.translate_ids``.
+    """
+    b, s = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+    rows = tf.gather(batch_sizes, tf.searchsorted(tf.constant(batch_sizes), b[None])[0])  # B'
+    padded_rows = tf.pad(source_ids, [[0, rows - b], [0, 0]])  # [B', S]
+    lengths = model_step.max_output_lengths(padded_rows, extra_length, model.config.max_length)  # [B']
+    lengths = tf.where(tf.range(rows) < b, lengths, 0)  # the padding rows take no step
+
+    def search_at(columns):  # the branch for source length ``columns``
+        def branch():
+            search = compiled_search(model, beam_size, min(columns + max_extra_length, model.config.max_length))
+            padded = tf.pad(padded_rows, [[0, 0], [0, columns - s]])  # [B', S']
+            sequences, scores, num_steps = search(padded, lengths, alpha)
+            return sequences[:b, :, :num_steps], scores[:b]
+        return branch
+
+    bucket = tf.searchsorted(tf.constant(source_lengths), s[None])[0]
+    return tf.switch_case(bucket, [search_at(columns) for columns in source_lengths])

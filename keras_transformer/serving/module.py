@@ -80,6 +80,14 @@ class ServingModule(tf.Module):
         """{name: tf.function with an input signature}; traced by ``tf.saved_model.save`` (it retraces anyway)."""
         return {name: getattr(self, name) for name in self.text_signatures()}
 
+    def extra_info(self) -> dict:
+        """What a task's module adds to export.json (e.g. an XLA export's buckets); {} by default."""
+        return {}
+
+    def warmup_requests(self) -> list:
+        """[(signature name, {input name: numpy array})] for TF Serving to replay at load time; none by default."""
+        return []
+
     def source_ids(self, inputs):
         """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after, truncated as in training."""
         source_ids = append_eos(self._tokenizer.source.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]

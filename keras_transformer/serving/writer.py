@@ -28,9 +28,11 @@ Empty and whitespace-only inputs become the source [EOS].
 The SentencePiece model runs in the graph (tensorflow-text). Its op takes the
 model bytes as an attribute, so they are embedded in ``saved_model.pb``; the
 same file is also written to ``assets/`` (with ``export.json``: recipe,
-checkpoint, max_source_length, decoding defaults, precision, and under
+checkpoint, max_source_length, decoding defaults, precision, under
 ``tokenizers`` the asset of each role: "shared", or "source" and "target" for
-separate vocabularies) so that the directory describes itself. A translator's
+separate vocabularies, and what the task's module adds, e.g. an XLA export's
+buckets) so that the directory describes itself. A module's warm-up requests
+go to ``assets.extra/tf_serving_warmup_requests`` (``serving/warmup.py``). A translator's
 ``translate_ids*`` graphs hold no tensorflow-text op, but loading a SavedModel
 registers every function in it, so a server without tensorflow-text needs an
 export made with ``with_text=False`` (``kt-export --ids_only``).
@@ -57,6 +59,7 @@ from keras_transformer.checkpoints.names import named, variable_names
 from keras_transformer.config import PRECISIONS
 from keras_transformer.model import build_model
 from keras_transformer.serving.loading import EXPORT_INFO
+from keras_transformer.serving import warmup
 from keras_transformer.serving.module import ServingModule
 
 
@@ -79,7 +82,7 @@ def write(module: ServingModule, export_dir, info: Optional[dict] = None) -> str
     models = module.tokenizer.models if module.tokenizer is not None else {}  # {role: Tokenizer}
     description = dict(info or {}, recipe=recipe.to_dict(), max_source_length=module.max_source_length,
                        tokenizers={role: os.path.basename(t.model_path) for role, t in models.items()},
-                       decode=decode, precision=model.dtype_policy.name,
+                       decode=decode, precision=model.dtype_policy.name, **module.extra_info(),
                        signatures=list(module.signatures()),
                        truncation="sources longer than max_source_length tokens (EOS included) keep their first "
                                   "max_source_length - 1 subwords, then EOS")
@@ -100,6 +103,8 @@ def write(module: ServingModule, export_dir, info: Optional[dict] = None) -> str
                 setattr(module, f"{prefix}tokenizer_model", tf.saved_model.Asset(spm_path))
             with named(module.model_variables, variable_names(model)):  # model.variables order
                 tf.saved_model.save(module, partial, signatures=module.signatures())
+            if module.warmup_requests():
+                warmup.write(partial, module.warmup_requests())
         if os.path.isdir(export_dir):
             os.rmdir(export_dir)  # empty (checked above)
         os.replace(partial, export_dir)

@@ -33,11 +33,19 @@ class Task:
     module_class = None  # the serving.module.ServingModule subclass its exports are
     sample_sentences: Tuple[str, ...] = ()  # what kt-pipeline's last stage decodes with the export
     nbest = False  # whether its exports return n-best lists (kt-translate --nbest)
+    xla_search = False  # whether its exports can compile their search with XLA (kt-export --jit_compile)
 
     def module(self, model, tokenizer, recipe: Recipe, with_text: bool = True,
-               parallel_searches: int = PARALLEL_SEARCHES):
-        """The exported module over ``model`` (a ``serving.module.ServingModule``)."""
-        return self.module_class(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
+               parallel_searches: int = PARALLEL_SEARCHES, xla=None):
+        """The exported module over ``model`` (a ``serving.module.ServingModule``); ``xla``: ``XlaBuckets`` for an
+        XLA-compiled search (kt-export --jit_compile), where the task has one (``xla_search``)."""
+        if xla is None:
+            return self.module_class(model, tokenizer, recipe, with_text=with_text,
+                                     parallel_searches=parallel_searches)
+        if not self.xla_search:
+            raise ValueError(f"--jit_compile: a {self.name} model has no XLA-compiled search (translation only)")
+        return self.module_class(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches,
+                                 xla=xla)
 
     def prepare_model(self, model, tokenizer) -> None:
         """Fills what a new model takes from the tokenizer rather than from training (nothing, unless a task

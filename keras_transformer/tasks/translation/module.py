@@ -22,13 +22,29 @@ The K n-best slots are full: the search goes on until each input has K finished 
 unfinished one can beat (which never changes the best). Only an input that reaches its maximum output length
 (source + 50) with fewer than K finished ones has empty slots, after them: an empty string with score -1e9;
 an input with none finished gets its K unfinished hypotheses instead, scored at that length.
+
+With ``xla`` (``kt-export --jit_compile``) a request decoded with the export's beam size and an
+extra_length no larger than its own runs the static-shape search compiled by XLA
+(``decoding.static_beam_search``), each of its ``parallel_searches`` parts padded to the ``XlaBuckets``
+shapes; any other request (another beam size, a longer extra_length, a batch larger than the buckets) runs
+the default search. The results are the same. ``warmup_requests`` are one ``translate_ids`` request per
+bucket, which TF Serving replays at load time (``assets.extra/tf_serving_warmup_requests``) so that every
+compilation happens before the first request.
 """
 
 from __future__ import annotations
 
+import functools
+from typing import Optional
+
+import numpy as np
 import tensorflow as tf
 
+from keras_transformer import EOS_ID
+from keras_transformer.config import XlaBuckets
 from keras_transformer.decoding import translate_ids as beam_translate_ids
+from keras_transformer.decoding.parallel import in_parallel
+from keras_transformer.decoding.static_beam_search import bucketed_translate_ids
 from keras_transformer.serving import checks
 from keras_transformer.serving.module import ServingModule
 
@@ -40,9 +56,11 @@ class Translator(ServingModule):
 
     OPTIONS_SIGNATURE = "translate_with_options"
 
-    def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "translator", **kwargs):
+    def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "translator",
+                 xla: Optional[XlaBuckets] = None, **kwargs):
         super().__init__(model, tokenizer, recipe, with_text, name, **kwargs)
         self._vocab_size = recipe.model.vocab_size
+        self._xla = xla
         self.translate_ids_with_options = tf.function(self._ids_with_options,
                                                       input_signature=[checks.IDS, *checks.OPTIONS])
         self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS])
@@ -64,9 +82,48 @@ class Translator(ServingModule):
 
     def _search(self, source_ids, beam_size, alpha, extra_length):
         """source_ids [B, S], already truncated -> {"sequences" [B, K, T], "scores" [B, K]}."""
-        sequences, scores = beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length,
-                                               self.parallel_searches)
+        def default():
+            return beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length, self.parallel_searches)
+
+        if self._xla is None:
+            sequences, scores = default()
+        else:
+            k, _, most = self.defaults
+            fits = (tf.equal(beam_size, k) & (extra_length <= most)
+                    & (tf.shape(source_ids)[0] <= self.parallel_searches * self._xla.batch_sizes[-1]))
+            sequences, scores = tf.cond(fits, lambda: self._xla_search(source_ids, alpha, extra_length), default)
         return {"sequences": sequences, "scores": scores}
+
+    def _xla_search(self, source_ids, alpha, extra_length):
+        """The XLA-compiled search of source_ids [B, S], dealt to ``parallel_searches`` parts (module docstring)."""
+        k, _, most = self.defaults
+        search = functools.partial(bucketed_translate_ids, self.model, alpha=alpha, extra_length=extra_length,
+                                   beam_size=k, max_extra_length=most, batch_sizes=self._xla.batch_sizes,
+                                   source_lengths=self._xla.for_source(self.max_source_length))
+        return in_parallel(search, source_ids, self.parallel_searches)
+
+    def extra_info(self) -> dict:
+        if self._xla is None:
+            return {}
+        k, _, most = self.defaults
+        return {"xla": {"batch_sizes": list(self._xla.batch_sizes),
+                        "source_lengths": list(self._xla.for_source(self.max_source_length)),
+                        "beam_size": k, "max_extra_length": most,
+                        "serving": "tensorflow_model_server --xla_cpu_compilation_enabled=true (without it: "
+                                   "'XLA compilation disabled')"}}
+
+    def warmup_requests(self):
+        """[(signature, {input: array})]: one translate_ids request per (batch size, source length) bucket, each
+        part of ``parallel_searches`` getting that many rows of that many tokens (EOS last)."""
+        if self._xla is None:
+            return []
+        requests = []
+        for rows in self._xla.batch_sizes:
+            for columns in self._xla.for_source(self.max_source_length):
+                ids = np.full([rows * self.parallel_searches, columns], EOS_ID + 1, np.int32)  # any ordinary id
+                ids[:, -1] = EOS_ID
+                requests.append(("translate_ids", {"source_ids": ids}))
+        return requests
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length):
         result = self._search(self.source_ids(inputs), beam_size, alpha, extra_length)

@@ -17,6 +17,7 @@ class TranslationTask(Task):
     corpus = corpora.TEXT
     module_class = Translator
     nbest = True
+    xla_search = True  # kt-export --jit_compile (decoding.static_beam_search)
     sample_sentences = (
         "A man in an orange hat starring at something.",
         "Two young children are playing soccer on a field.",
