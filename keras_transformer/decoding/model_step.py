@@ -53,7 +53,8 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
 
     With ``max_steps`` T_max (a Python int) they are preallocated instead, [B*K, H, T_max, d], zeros at first,
     and each step writes its position (``Transformer.decode_step(..., preallocated=True)``): static shapes,
-    for the XLA-compiled ``static_beam_search``.
+    for the XLA-compiled ``static_beam_search``. The step reads T_max off the cache, so ``preallocate`` may
+    grow the cache between steps (a search in segments passes its first segment's size here).
 
     A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
     cache ({"layers": [...], "leaves": [B*K]}) and its items' ``word_memory`` [B, S, D] in the constants.
@@ -64,8 +65,7 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, H, S, d] per layer, [B, 1, 1, S]
     cache = [{name: _tile(c[name], beam_size) for name in ("k", "v")} for c in layers]  # [B*K, H, 0, d]
     if max_steps is not None:
-        cache = [{name: tf.pad(t, [[0, 0], [0, 0], [0, max_steps], [0, 0]]) for name, t in c.items()}
-                 for c in cache]  # [B*K, H, T_max, d]
+        cache = preallocate(cache, max_steps)  # [B*K, H, T_max, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
     projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
     align = model.config.align_words
@@ -85,6 +85,20 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
         return log_probs_from_logits(logits), ({"layers": layers, "leaves": leaves} if align else layers)
 
     return step_fn, cache, constants
+
+
+def preallocate(cache, positions: int):
+    """A ``cached_step_fn`` cache with its self-attention k, v [N, H, t, d] zero-padded to [N, H, positions, d].
+
+    The rest (an aligning model's leaf counts) is kept. positions: a Python int >= t. A static-shape search that
+    runs in segments (``static_beam_search``) grows the cache with it between its loops."""
+    def pad(t):
+        now = t.shape[2] if t.shape[2] is not None else tf.shape(t)[2]
+        return tf.pad(t, [[0, 0], [0, 0], [0, positions - now], [0, 0]])  # [N, H, positions, d]
+
+    layers = cache["layers"] if isinstance(cache, dict) else cache
+    layers = [{name: pad(t) for name, t in c.items()} for c in layers]
+    return dict(cache, layers=layers) if isinstance(cache, dict) else layers
 
 
 def redecode_step_fn(model, source_ids, beam_size, max_steps):

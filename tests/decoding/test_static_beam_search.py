@@ -26,16 +26,18 @@ GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_:
 NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}
 
 
+@pytest.mark.parametrize("segments", [None, (1, 2, 4, 12)])  # one loop; loops of 1, 1, 2 and 8 steps
 @pytest.mark.parametrize("table, k, max_lengths, alpha", [
     (GARDEN_PATH, 2, [10, 3, 0], 0.0),  # stops after 2 steps; an item allowed no token keeps the start state
     (GARDEN_PATH, 1, [10, 1], 0.6),
     (NEVER_EOS, 3, [3, 6], 0.6),  # per-item maximum lengths, fallback to alive beams
 ])
-def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha):
+def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha, segments):
     step_fn, t_max = table_step_fn(table), 12
     cache = {"x": tf.zeros([len(max_lengths) * k, 1])}
     want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha))()
-    got = tf.function(lambda: static.static_beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, t_max),
+    got = tf.function(lambda: static.static_beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, t_max,
+                                                        segments=segments, grow_cache=lambda c, t: c),
                       jit_compile=True)()
     steps = int(want.num_steps)
     assert int(got.num_steps) == steps and got.sequences.shape == (len(max_lengths), k, t_max)
@@ -97,6 +99,33 @@ def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, e
     got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length, jit_compile=jit_compile)
     np.testing.assert_array_equal(got_seq, want_seq)
     np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("first_segment", [2, 4])
+@pytest.mark.parametrize("beam_size, alpha, extra_length, rows", [
+    (4, 0.6, 10, [0, 1, 2, 3, 4]),
+    (1, 1.2, 10, [1, 4]),
+    (4, 1.2, 10, [0]),
+])
+def test_search_in_segments_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows,
+                                               first_segment):
+    """Cache and beam buffers grown 2 -> 4 -> 8 -> 16 -> 22 (or 4 -> 8 -> 16 -> 22) positions while items search;
+    a search that ends before T_max = 22 skips the loops left."""
+    src = sources[rows]
+    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length)
+    got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length,
+                                               first_segment=first_segment)
+    assert first_segment < want_seq.shape[2]  # outputs cross a segment boundary
+    np.testing.assert_array_equal(got_seq, want_seq)
+    np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+
+
+def test_segment_sizes():
+    assert static.segment_sizes(66, 16) == (16, 32, 66)
+    assert static.segment_sizes(130, 16) == (16, 32, 64, 130)
+    assert static.segment_sizes(98, 16) == (16, 32, 64, 98)
+    assert static.segment_sizes(22, 2) == (2, 4, 8, 16, 22)
+    assert static.segment_sizes(20, 16) == static.segment_sizes(20, None) == (20,)
 
 
 def test_items_stop_at_different_steps(eos_prone, sources):
