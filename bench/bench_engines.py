@@ -14,6 +14,8 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
                          --inter_threads) and served through
                          tf.saved_model.load(...).signatures["serving_default"]
     saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)
+    saved_model_xla      the same with the search compiled by XLA (kt-export --jit_compile, default buckets); its
+                         warm-up requests compile every bucket at load (load_seconds), as TF Serving does
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")
@@ -61,6 +63,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 
 from bench import harness  # noqa: E402
+from keras_transformer.config import XlaBuckets
 from keras_transformer.serving import checks
 from keras_transformer.data import files
 from keras_transformer import tasks
@@ -68,7 +71,7 @@ from keras_transformer import artifacts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "ctranslate2_float32", "ctranslate2_int8",
+ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "ctranslate2_float32", "ctranslate2_int8",
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
                "kt_ctranslate2_gnmt_int8", "hf", "hf_gnmt")
 
@@ -95,6 +98,7 @@ FLAGS = flags.FLAGS
 
 LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "saved_model_bfloat16": "keras_transformer SavedModel, --precision=bfloat16",
+          "saved_model_xla": "keras_transformer SavedModel, --jit_compile (XLA)",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (kt-translate, native search)",
@@ -142,10 +146,10 @@ def prepare(systems, workdir, model, recipe, tok):
     ready, skipped = {}, {}
     for system in systems:
         path = os.path.join(workdir, system)
-        if system in ("saved_model", "saved_model_bfloat16"):
+        if system in ("saved_model", "saved_model_bfloat16", "saved_model_xla"):
             precision = "bfloat16" if system.endswith("bfloat16") else "float32"
             tasks.export(export.with_precision(model, precision), tok, recipe, path,
-                          parallel_searches=FLAGS.inter_threads)
+                         parallel_searches=FLAGS.inter_threads, xla=XlaBuckets() if system.endswith("xla") else None)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]

@@ -5,7 +5,8 @@
 Kinds (strings in -> strings out; each times its own tokenization and detokenization):
 
     saved_model   tf.saved_model.load + ``serving_default`` (tokenizes and detokenizes in the graph, §6.1 defaults
-                  baked in); TensorFlow intra-op --threads, inter-op --inter_threads
+                  baked in); TensorFlow intra-op --threads, inter-op --inter_threads; an export's warm-up requests
+                  (kt-export --jit_compile) are replayed at load, as TF Serving does
     hf, hf_gnmt   transformers ``generate`` of MarianMTModel (post-LN) or M2M100 (pre-LN) on the mapped weights
                   (bench/marian.py); hf_gnmt swaps in our length penalty; torch.set_num_threads(--threads),
                   set_num_interop_threads(--inter_threads)
@@ -88,6 +89,10 @@ def saved_model_system() -> Translate:
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the text signatures)
 
     loaded = tf.saved_model.load(FLAGS.artifact)
+    if os.path.isfile(os.path.join(FLAGS.artifact, "assets.extra", "tf_serving_warmup_requests")):
+        from keras_transformer.serving import warmup
+
+        warmup.replay(loaded, FLAGS.artifact)  # as TF Serving does at load time: an XLA export compiles here
     signature = loaded.signatures["serving_default"]
 
     def translate(lines):

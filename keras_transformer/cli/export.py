@@ -54,7 +54,7 @@ flags.DEFINE_list("xla_batch_sizes", None, "With --jit_compile: the batch sizes 
                   "increasing (default 1,2,4,8,16,32).")
 flags.DEFINE_list("xla_source_lengths", None, "With --jit_compile: the source lengths (tokens, EOS included) "
                   "inputs are padded to, increasing; the export's max_source_length is always the last "
-                  "(default 8,16,24,32,48,64).")
+                  "(default 16,32).")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS

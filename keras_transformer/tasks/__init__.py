@@ -26,10 +26,12 @@ def get(recipe_or_name: Union[Recipe, str]) -> Task:
 
 
 def export(model, tokenizer, recipe: Recipe, export_dir, with_text: bool = True, info=None,
-           parallel_searches: int = PARALLEL_SEARCHES) -> str:
+           parallel_searches: int = PARALLEL_SEARCHES, xla=None) -> str:
     """Write ``model`` as the SavedModel of its recipe's task (a translator, a parser) to ``export_dir``
-    (``serving.writer.write``: whole or not at all); returns it."""
-    module = get(recipe).module(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches)
+    (``serving.writer.write``: whole or not at all); returns it. ``xla``: ``XlaBuckets`` for an XLA-compiled
+    search (translation)."""
+    module = get(recipe).module(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches,
+                                xla=xla)
     return writer.write(module, export_dir, info=info)
 
 
