@@ -15,7 +15,7 @@ Kinds (strings in -> strings out; each times its own tokenization and detokeniza
                   decoded at once)
     kt_ctranslate2  keras_transformer.engines.ctranslate2_translate over the same directory, as kt-translate
                   serves it: CTranslate2's own search with length penalty --alpha and per-sentence maximum
-                  lengths (its docstring); CTranslate2's default inter_threads (1)
+                  lengths (its docstring); --inter_threads replicas, as ctranslate2
     kt_ctranslate2_gnmt  the same with ``search="gnmt"``: our length penalty, by running every sentence to its
                   maximum length and rescoring what finished
 
@@ -166,7 +166,8 @@ def _vocabulary(side: str) -> List[str]:
 def kt_ctranslate2_system(search: str) -> Translate:
     from keras_transformer.engines import ctranslate2_translate
 
-    translator = ctranslate2_translate.load(FLAGS.artifact, device="cpu", intra_threads=FLAGS.threads, search=search)
+    translator = ctranslate2_translate.load(FLAGS.artifact, device="cpu", intra_threads=FLAGS.threads, search=search,
+                                            inter_threads=FLAGS.inter_threads)
     return lambda lines: [str(x) for x in translator.translate(lines, FLAGS.beam_size, FLAGS.alpha,
                                                                FLAGS.extra_length)["translations"]]
 

@@ -135,7 +135,7 @@ class CTranslate2Translator:
     """Text in, text out over a CTranslate2 directory; ``translate`` mirrors ``tasks.translation.module.Translator``."""
 
     def __init__(self, model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0,
-                 search: str = "native"):
+                 search: str = "native", inter_threads: int = 1):
         if search not in SEARCHES:
             raise ValueError(f"search: expected one of {', '.join(SEARCHES)}, got {search!r}")
         ctranslate2 = import_ctranslate2()
@@ -166,7 +166,8 @@ class CTranslate2Translator:
         self._suppressed = [[token] for token in sorted(self._banned)]
         threads = intra_threads or min(4, _available_cores())
         self._translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
-                                                  intra_threads=threads)
+                                                  intra_threads=threads, inter_threads=inter_threads)
+        self._replicas = inter_threads
 
     def encode(self, texts: Sequence[str]) -> List[List[str]]:
         """[B] texts -> [B] sources: pieces + EOS (spelled SOURCE_EOS), at most max_source_length tokens, cut as
@@ -262,7 +263,8 @@ class CTranslate2Translator:
         results = self._translator.translate_batch(
             sources, beam_size=beam_size, num_hypotheses=beam_size, length_penalty=length_penalty,
             return_scores=True, return_end_token=True, max_decoding_length=length, max_input_length=0,
-            suppress_sequences=self._suppressed)  # CTranslate2's min_decoding_length 1: at least one token
+            suppress_sequences=self._suppressed,  # CTranslate2's min_decoding_length 1: at least one token
+            max_batch_size=-(-len(sources) // self._replicas) if self._replicas > 1 else 0)  # a part per replica
         return [list(zip(r.hypotheses, map(float, r.scores))) for r in results]
 
     def translate(self, texts: Sequence[str], beam_size: Optional[int] = None, alpha: Optional[float] = None,
@@ -303,11 +305,12 @@ class CTranslate2Translator:
 
 
 def load(model_dir, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0,
-         search: str = "native") -> CTranslate2Translator:
+         search: str = "native", inter_threads: int = 1) -> CTranslate2Translator:
     """The translator over a directory written by ``ctranslate2_convert.convert``.
 
     device: "cpu", "cuda" or "auto"; compute_type: CTranslate2's ("default" runs the stored weight type);
-    intra_threads: threads per translation, 0 = one per available core, at most 4; search: one of ``SEARCHES``.
+    intra_threads: threads per translation, 0 = one per available core, at most 4; search: one of ``SEARCHES``;
+    inter_threads: CTranslate2's translator replicas, each given a part of a batch (the native search).
     """
-    return CTranslate2Translator(model_dir, device, compute_type, intra_threads, search)
+    return CTranslate2Translator(model_dir, device, compute_type, intra_threads, search, inter_threads)
 
