@@ -9,19 +9,7 @@ from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, gre
                                         translate_ids)
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.log_probs import top_k_by_blocks
-
-A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
-V = 7
-
-
-def table_step_fn(transitions):
-    """step_fn whose log-probs depend only on the previous token: transitions {prev: {next: p}} (rest ~0)."""
-    p = np.full((V, V), 1e-9)
-    for prev, row in transitions.items():
-        for token, prob in row.items():
-            p[prev, token] = prob
-    log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
-    return lambda token_ids, step, cache, constants: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+from tests.decoding.tables import A, B_, C, V, table_step_fn
 
 
 def run(step_fn, beam_size, max_lengths, alpha):

@@ -7,19 +7,7 @@ import tensorflow as tf
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import beam_search, greedy_translate_ids, model_step, translate_ids
 from keras_transformer.decoding import static_beam_search as static
-
-A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
-V = 7
-
-
-def table_step_fn(transitions):
-    """step_fn whose log-probs depend only on the previous token: transitions {prev: {next: p}} (rest ~0)."""
-    p = np.full((V, V), 1e-9)
-    for prev, row in transitions.items():
-        for token, prob in row.items():
-            p[prev, token] = prob
-    log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
-    return lambda token_ids, step, cache, constants: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+from tests.decoding.tables import A, B_, C, V, table_step_fn
 
 
 GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
