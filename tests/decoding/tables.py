@@ -1,7 +1,13 @@
-"""Hand-made decoding problems: step functions whose log-probabilities depend only on the previous token."""
+"""Hand-made decoding problems: step functions whose log-probabilities depend only on the previous token; and a
+model made to end sentences."""
+
+import contextlib
 
 import numpy as np
 import tensorflow as tf
+
+from keras_transformer import EOS_ID
+from keras_transformer.decoding import greedy_translate_ids
 
 A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
 V = 7
@@ -15,3 +21,20 @@ def table_step_fn(transitions):
             p[prev, token] = prob
     log_p = tf.constant(np.log(p), tf.float32)  # [V, V]
     return lambda token_ids, step, cache, constants: (tf.gather(log_p, token_ids), cache)  # [B*K, V]
+
+
+@contextlib.contextmanager
+def eos_prone(model, sources):
+    """The random model rarely ends a sentence; within this, 0.12 x the embeddings of the tokens it favours on
+    ``sources`` are added to EOS's (the tied softmax, §3.4), so that some items finish (at once) and others fall
+    back to alive beams."""
+    embeddings = model.embedding.embeddings
+    saved = embeddings.numpy()
+    favoured = np.unique(greedy_translate_ids(model, sources, 0.0, 6)[0].numpy())
+    favoured = favoured[favoured > EOS_ID]
+    embeddings.assign(np.concatenate([saved[:EOS_ID], saved[EOS_ID:EOS_ID + 1] + 0.12 * saved[favoured].sum(0),
+                                      saved[EOS_ID + 1:]]))
+    try:
+        yield model
+    finally:
+        embeddings.assign(saved)

@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.decoding import beam_search, greedy_translate_ids, model_step, translate_ids
+from keras_transformer.decoding import beam_search, model_step, translate_ids
 from keras_transformer.decoding import static_beam_search as static
+from tests.decoding import tables
 from tests.decoding.tables import A, B_, C, V, table_step_fn
 
 
@@ -61,16 +62,10 @@ def sources():
 
 @pytest.fixture(scope="module")
 def eos_prone(model, sources):
-    """The model with 0.12 x the embeddings of its favoured tokens added to EOS's (as test_beam_search's
-    "eos_prone"): items finish at different steps, some fall back to alive beams."""
-    embeddings = model.embedding.embeddings
-    saved = embeddings.numpy()
-    favoured = np.unique(greedy_translate_ids(model, sources, 0.0, 6)[0].numpy())
-    favoured = favoured[favoured > EOS_ID]
-    embeddings.assign(np.concatenate([saved[:EOS_ID], saved[EOS_ID:EOS_ID + 1] + 0.12 * saved[favoured].sum(0),
-                                      saved[EOS_ID + 1:]]))
-    yield model
-    embeddings.assign(saved)
+    """The model made to end sentences (tables.eos_prone): items finish at different steps, some fall back to
+    alive beams."""
+    with tables.eos_prone(model, sources) as prone:
+        yield prone
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
