@@ -13,7 +13,8 @@ per input line, ``i ||| translation ||| score``, i the 0-based input line,
 best first (an empty slot of the search is left out, so a line may get fewer).
 A score is log P(Y|X) / lp(|Y|), GNMT's lp(n) = ((5 + n) / 6)^α with |Y|
 counting the subwords and EOS; kt-score gives the same number for a given
-translation.
+translation. A CTranslate2 directory decodes with CTranslate2's own search
+and scores, log P(Y|X) / |Y|^α, unless --ctranslate2_search=gnmt.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ FRESH = textwrap.dedent("""
 def xla_export(trained_workdir, tmp_path_factory):
     export_dir = tmp_path_factory.mktemp("xla") / "translator"
     result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}", "--jit_compile",
-                     "--xla_batch_sizes=1,4", "--xla_source_lengths=8")
+                     "--xla_batch_sizes=4", "--xla_source_lengths=8")
     assert "XLA-compiled search; serve with --xla_cpu_compilation_enabled=true" in result.stdout
     return export_dir
 
@@ -77,18 +77,18 @@ def _fresh(xla_export, exported, xla):
 
 def test_export_describes_its_buckets_and_warm_up_requests(xla_export):
     info = json.loads((xla_export / "assets" / "export.json").read_text())
-    assert info["xla"]["batch_sizes"] == [1, 4] and info["xla"]["source_lengths"] == [8, MAX_SOURCE]
+    assert info["xla"]["batch_sizes"] == [4] and info["xla"]["source_lengths"] == [8, MAX_SOURCE]
     assert (info["xla"]["beam_size"], info["xla"]["max_extra_length"]) == (4, 50)
     assert "--xla_cpu_compilation_enabled=true" in info["xla"]["serving"]
     requests = warmup.read(xla_export)  # one per bucket; each of the 2 parallel searches gets the bucket's rows
     assert [(name, inputs["source_ids"].shape) for name, inputs in requests] == [
-        ("translate_ids", (2 * rows, columns)) for rows in (1, 4) for columns in (8, MAX_SOURCE)]
+        ("translate_ids", (2 * 4, columns)) for columns in (8, MAX_SOURCE)]
 
 
 def test_with_xla_the_translations_are_the_default_exports(xla_export, exported):
     out = _fresh(xla_export, exported, "on")
     assert "error" not in out, out.get("error")
-    assert out["warmup_shapes"] == [[2 * rows, columns] for rows in (1, 4) for columns in (8, MAX_SOURCE)]
+    assert out["warmup_shapes"] == [[2 * 4, columns] for columns in (8, MAX_SOURCE)]
     assert out["xla"] == out["default"] and len(out["xla"]) == len(SENTENCES)
     assert out["beam2_xla"] == out["beam2_default"]
 
