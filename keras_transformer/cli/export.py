@@ -124,7 +124,7 @@ def _xla_buckets():
                 common.fail(f"--{name}: expected integers, got {','.join(FLAGS[name].value)}")
     try:
         buckets = XlaBuckets(**given)
-        warmup._apis()
+        warmup.serving_apis()
     except ImportError as e:
         common.fail(f"--jit_compile: {e}")
     except ValueError as e:  # "batch_sizes: must be ..."

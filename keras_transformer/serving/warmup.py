@@ -29,7 +29,8 @@ MAX_REQUESTS = 1000  # TF Serving reads no more (servables/tensorflow/saved_mode
 Request = Tuple[str, Dict[str, np.ndarray]]
 
 
-def _apis():
+def serving_apis():
+    """TF Serving's (predict_pb2, prediction_log_pb2), or ImportError with one line saying how to install them."""
     try:
         from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
     except ImportError:
@@ -41,7 +42,7 @@ def write(export_dir, requests: List[Request]) -> str:
     """Write ``requests`` as the export's warm-up file; returns its path. At most ``MAX_REQUESTS``."""
     if len(requests) > MAX_REQUESTS:
         raise ValueError(f"{len(requests)} warm-up requests; TF Serving reads at most {MAX_REQUESTS}")
-    predict_pb2, prediction_log_pb2 = _apis()
+    predict_pb2, prediction_log_pb2 = serving_apis()
     path = os.path.join(export_dir, WARMUP_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
@@ -60,7 +61,7 @@ def read(export_dir) -> List[Request]:
     path = os.path.join(export_dir, WARMUP_FILE)
     if not os.path.isfile(path):
         return []
-    _, prediction_log_pb2 = _apis()
+    _, prediction_log_pb2 = serving_apis()
     requests = []
     for record in tf.data.TFRecordDataset(path).take(MAX_REQUESTS):
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request

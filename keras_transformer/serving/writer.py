@@ -103,8 +103,9 @@ def write(module: ServingModule, export_dir, info: Optional[dict] = None) -> str
                 setattr(module, f"{prefix}tokenizer_model", tf.saved_model.Asset(spm_path))
             with named(module.model_variables, variable_names(model)):  # model.variables order
                 tf.saved_model.save(module, partial, signatures=module.signatures())
-            if module.warmup_requests():
-                warmup.write(partial, module.warmup_requests())
+            requests = module.warmup_requests()
+            if requests:
+                warmup.write(partial, requests)
         if os.path.isdir(export_dir):
             os.rmdir(export_dir)  # empty (checked above)
         os.replace(partial, export_dir)
