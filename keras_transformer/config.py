@@ -62,10 +62,15 @@ class ModelConfig:
     # learned D x D projection. Which pieces are leaves and which start a word: two tables the parser's
     # tokenizer fills (``Transformer.set_word_tables``), kept with the weights.
     align_words: bool = False
+    # With align_words: the aligned input also holds the encoder outputs at the last piece of word k and of word
+    # k-1, the two sides of the gap before word k where brackets close and open (a chart parser's fencepost,
+    # Stern et al., 2017), through a learned 3D x D projection instead of D x D.
+    word_span: bool = False
 
     def __post_init__(self):
         _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
         _require(self.d_model > 0, "d_model", f"must be positive, got {self.d_model}")
+        _require(not self.word_span or self.align_words, "word_span", "needs align_words")
         _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
         _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
         _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")

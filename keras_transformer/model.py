@@ -54,7 +54,8 @@ class Transformer(keras.Model):
         self.encoder = Encoder(c.num_encoder_layers, **block, name="encoder")
         self.decoder = Decoder(c.num_decoder_layers, **block, name="decoder")
         if c.align_words:
-            self.alignment = keras.layers.Dense(c.d_model, use_bias=False, name="word_alignment")  # P [D, D]
+            # P [D, D], or [3D, D] with word_span
+            self.alignment = keras.layers.Dense(c.d_model, use_bias=False, name="word_alignment")
             # [2, V]: row 0 a piece is a leaf of the target, row 1 it starts a word of the source (set_word_tables)
             self.word_tables = self.add_weight(shape=(2, c.vocab_size), initializer="zeros", trainable=False,
                                                name="word_tables")
@@ -107,12 +108,25 @@ class Transformer(keras.Model):
 
     def word_memory(self, source_ids, memory):
         """source_ids [B, S], memory [B, S, D] -> [B, S, D]: row k the encoder output at word k's first piece,
-        zeros past the last word (PAD and EOS start no word)."""
+        zeros past the last word (PAD and EOS start no word). With ``word_span`` [B, S, 3D]: row k also holds the
+        outputs at the last piece of word k and of word k-1 (zeros where there is none)."""
         real = ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))  # [B, S]
         starts = self._table(1, source_ids) * ops.cast(real, "int32")  # [B, S]
         word = ops.cumsum(starts, axis=1) - 1  # [B, S]: the word each piece belongs to
-        first = ops.one_hot(ops.where(starts > 0, word, -1), ops.shape(source_ids)[1], dtype=memory.dtype)
-        return ops.einsum("bsk,bsd->bkd", first, memory)  # first [B, S piece, S word]
+        positions = ops.shape(source_ids)[1]
+
+        def gather(row):  # row [B, S]: the word row each piece goes to, -1 for none -> [B, S word, D]
+            return ops.einsum("bsk,bsd->bkd", ops.one_hot(row, positions, dtype=memory.dtype), memory)
+
+        first = gather(ops.where(starts > 0, word, -1))
+        if not self.config.word_span:
+            return first
+        # a piece ends its word when the next piece starts one or is not a word's (PAD, EOS, past the end)
+        next_starts = ops.pad(starts[:, 1:], [[0, 0], [0, 1]])  # [B, S]
+        next_real = ops.pad(ops.cast(real[:, 1:], "int32"), [[0, 0], [0, 1]])
+        ends = ops.logical_and(real, ops.logical_or(next_starts > 0, next_real == 0))  # [B, S]
+        last = ops.where(ends, word, -1)
+        return ops.concatenate([first, gather(last), gather(ops.where(ends, word + 1, -1))], axis=-1)
 
     def aligned_inputs(self, target_in_ids, words):
         """target_in_ids [B, T], words [B, S, D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
@@ -122,12 +136,12 @@ class Transformer(keras.Model):
         return self.alignment(ops.einsum("bts,bsd->btd", at, words))
 
     def aligned_step(self, token_ids, leaves, words):
-        """token_ids [N], leaves [N] (before them), words [B, S, D] (N = B*K, an item's K rows adjacent)
+        """token_ids [N], leaves [N] (before them), words [B, S, D or 3D] (N = B*K, an item's K rows adjacent)
         -> (P · words[item, k] [N, D], k [N] = leaves + the tokens that are leaves)."""
         leaves = leaves + self._table(0, token_ids)  # [N]
         batch, positions = ops.shape(words)[0], ops.shape(words)[1]
         at = ops.reshape(ops.one_hot(leaves, positions, dtype=words.dtype), (batch, -1, positions))  # [B, K, S]
-        picked = ops.reshape(ops.einsum("bks,bsd->bkd", at, words), (-1, self.config.d_model))  # [N, D]
+        picked = ops.reshape(ops.einsum("bks,bsd->bkd", at, words), (-1, ops.shape(words)[2]))  # [N, D or 3D]
         return self.alignment(picked), leaves
 
     # -- incremental decoding --------------------------------------------------------------------
@@ -234,5 +248,5 @@ def count_parameters(config: ModelConfig) -> int:
     if config.norm == "pre":
         total += 2 * norm  # final LayerNorm of each stack
     if config.align_words:
-        total += D * D  # P, the word alignment's projection
+        total += (3 if config.word_span else 1) * D * D  # P, the word alignment's projection
     return total

@@ -69,6 +69,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
      "x + Sublayer(LayerNorm(x)) with a final LayerNorm per stack (pre-LN, not in the paper)."),
     ("boolean", "align_words", "Parsing: add the encoder output of the next word to bracket to the decoder input "
      "(not in the paper; docs/parsing.md)."),
+    ("boolean", "word_span", "Parsing, with --align_words: also add the encoder outputs at the last piece of the next "
+     "word and of the word before it (the gap where brackets close; docs/parsing.md)."),
 )
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),

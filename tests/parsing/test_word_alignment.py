@@ -15,8 +15,8 @@ CONFIG = ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encode
                      dropout=0.0, max_length=64, align_words=True)
 
 
-def _model(leaves=(LEAF,)):
-    model = build_model(CONFIG)
+def _model(leaves=(LEAF,), config=CONFIG):
+    model = build_model(config)
     is_leaf = np.zeros(50, np.float32)
     is_leaf[list(leaves)] = 1
     starts = (np.arange(50) % 2 == 0).astype(np.float32)  # even pieces start a word, odd ones continue it
@@ -35,6 +35,29 @@ def test_word_memory_is_the_encoder_output_at_each_words_first_piece():
     np.testing.assert_array_equal(words[1, 1:], 0)
 
 
+def test_word_span_adds_the_last_pieces_of_the_word_and_of_the_one_before():
+    model = _model(config=dataclasses.replace(CONFIG, word_span=True))
+    source = np.array([[10, 11, 12, 14, 15, 17, 3, 0]], np.int32)  # words: 10 11 | 12 | 14 15 17, then EOS
+    memory = np.asarray(model.encode(source))[0]
+    words = np.asarray(model.word_memory(source, memory[None]))[0]  # [S, 3D]
+    first, last, before = words[:, :16], words[:, 16:32], words[:, 32:]
+    np.testing.assert_allclose(first[:3], memory[[0, 2, 3]], atol=1e-6)
+    np.testing.assert_allclose(last[:3], memory[[1, 2, 5]], atol=1e-6)
+    np.testing.assert_array_equal(before[0], 0)  # nothing before the first word
+    np.testing.assert_allclose(before[1:4], memory[[1, 2, 5]], atol=1e-6)  # row 3: after the last word
+    np.testing.assert_array_equal(words[4:], 0)
+    np.testing.assert_array_equal(last[3], 0)
+
+
+def test_cached_steps_equal_the_full_pass_with_word_span():
+    _cached_steps_equal_the_full_pass(_model(config=dataclasses.replace(CONFIG, word_span=True)))
+
+
+def test_word_span_needs_align_words():
+    with pytest.raises(ValueError, match="word_span: needs align_words"):
+        dataclasses.replace(CONFIG, align_words=False, word_span=True)
+
+
 def test_the_teacher_forced_input_points_at_the_word_after_the_leaves_so_far():
     model = _model()
     source = np.array([[10, 12, 14, 3]], np.int32)
@@ -47,7 +70,10 @@ def test_the_teacher_forced_input_points_at_the_word_after_the_leaves_so_far():
 
 
 def test_cached_steps_equal_the_full_pass_with_alignment():
-    model = _model()
+    _cached_steps_equal_the_full_pass(_model())
+
+
+def _cached_steps_equal_the_full_pass(model):
     rng = np.random.default_rng(0)
     source = rng.integers(4, 50, (2, 9)).astype(np.int32)
     source[1, 6:] = 0
@@ -68,6 +94,8 @@ def test_the_tables_and_projection_are_weights_and_count():
     names = [w.path for w in model.weights]
     assert "transformer/word_tables" in names and "transformer/word_alignment/kernel" in names
     assert model.count_params() - 2 * 50 == count_parameters(CONFIG)  # the tables are not parameters
+    span = dataclasses.replace(CONFIG, word_span=True)
+    assert build_model(span).count_params() - 2 * 50 == count_parameters(span) == count_parameters(CONFIG) + 32 * 16
     assert count_parameters(CONFIG) == count_parameters(dataclasses.replace(CONFIG, align_words=False)) + 16 * 16
 
 
