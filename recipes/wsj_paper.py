@@ -17,16 +17,16 @@ softmax is tied to one shared BPE vocabulary (t2t unties it), whose size the
 paper does not give; training length is base's 100K steps, as "unchanged".
 
 The linearization and alignment are those chosen on the sample (``ptb_sample``,
-docs/parsing.md): POS tags as leaves and the next word's encoder output added
-to the decoder input; neither is in the paper (its tree writes every word as
-XX and the decoder counts them).
+docs/parsing.md): POS tags as leaves and the encoder outputs of the next word
+and of the gap before it added to the decoder input; neither is in the paper
+(its tree writes every word as XX and the decoder counts them).
 
 Time, estimated: §5.2 measured 0.4 s a step for the base model on 8 P100
 GPUs (25,000 + 25,000 tokens). This model's training FLOPs per token are
-about 1.6 times base's (101.4M against 63.1M parameters, each used 6 times
+about 1.6 times base's (103.5M against 63.1M parameters, each used 6 times
 per token; attention over lengths of ~25 source and ~70 target tokens adds
-little), so a step takes ~0.64 s on 8 P100s and the 100K steps ~18 hours; on
-one P100 (8 accumulated micro-batches per update) ~5.1 s a step, ~6 days.
+little), so a step takes ~0.66 s on 8 P100s and the 100K steps ~18 hours; on
+one P100 (8 accumulated micro-batches per update) ~5.3 s a step, ~6 days.
 A GPU with ~8 P100s' throughput (an A100 or H100 in bfloat16) brings the
 single-GPU figure near the 8-P100 one. 100K steps of 25,000 target tokens are
 ~900 passes over the ~40K trees (~2.7M target tokens): the dev F1 curve
@@ -56,6 +56,7 @@ RECIPE = dataclasses.replace(
         dropout=0.2,  # residual dropout (t2t transformer_parsing_base)
         attention_dropout=0.2,  # attention dropout (t2t transformer_parsing_base)
         align_words=True,  # the decoder is told which word comes next (module docstring; not in the paper)
+        word_span=True,  # ... and the last pieces of that word and of the one before it (the same)
         max_length=1024,  # positions for inputs of up to ~300 pieces plus 300 (§6.3)
     ),
     data=DataConfig(
