@@ -10,7 +10,8 @@ With ``align_words`` (parsing, §6.3; not in the paper) the decoder input at
 each position also holds P · memory[word k], k the leaves written before it
 (``word_memory``, ``aligned_inputs``, ``aligned_step``): the decoder is told
 which word its next leaf stands for instead of counting them (Ma et al., 2017;
-Liu, Zhu & Shi, 2018).
+Liu, Zhu & Shi, 2018); with ``word_span`` also the outputs at the last piece of
+word k and of word k-1, the gap before word k (Stern et al., 2017).
 
 Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
@@ -129,7 +130,7 @@ class Transformer(keras.Model):
         return ops.concatenate([first, gather(last), gather(ops.where(ends, word + 1, -1))], axis=-1)
 
     def aligned_inputs(self, target_in_ids, words):
-        """target_in_ids [B, T], words [B, S, D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
+        """target_in_ids [B, T], words [B, S, D or 3D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
         (the word the output at t comes to next); zeros once k_t is past the words."""
         leaves = ops.cumsum(self._table(0, target_in_ids), axis=1)  # [B, T]
         at = ops.one_hot(leaves, ops.shape(words)[1], dtype=words.dtype)  # [B, T, S]
