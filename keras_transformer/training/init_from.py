@@ -66,9 +66,9 @@ def prepare_workdir(recipe: Recipe, workdir: Union[str, os.PathLike], data_dir=N
     fresh = not list_checkpoints(workdir.checkpoints)
     if not fresh:
         shape_mismatch(workdir.read_recipe(), recipe, str(workdir))
-        others = sorted(p.name for p in workdir.tokenizer.glob("*.model"))
-        missing = [tokenizer_path(side).name for side in sides if not tokenizer_path(side).is_file()]
-        if others and missing:
+        others = sorted(p.name for p in workdir.tokenizer.glob("*.model"))  # none: trained on given batches
+        missing = [tokenizer_path(side).name for side in sides if not tokenizer_path(side).is_file()] if others else []
+        if missing:
             raise ValueError(f"tokenizer: {workdir} was trained with tokenizer/{others[0]} (another corpus, "
                              f"vocabulary or seed); this run's data needs {missing[0]}. Resume with the "
                              f"same data, or start a new --workdir (--init_from={workdir} keeps its weights)")
