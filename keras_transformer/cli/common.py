@@ -62,6 +62,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
     ("integer", "d_ff", "Override d_ff."),
     ("integer", "num_heads", "Override h."),
     ("integer", "num_layers", "Override N (encoder and decoder)."),
+    ("integer", "num_encoder_layers", "Override N of the encoder alone (wins over --num_layers)."),
+    ("integer", "num_decoder_layers", "Override N of the decoder alone (wins over --num_layers)."),
     ("float", "dropout", "Override P_drop."),
     ("float", "attention_dropout", "Dropout on the attention weights softmax(QK^T/sqrt(d_k)) (not in the paper)."),
     ("float", "relu_dropout", "Dropout on the FFN's inner ReLU activations (not in the paper)."),
@@ -96,7 +98,7 @@ TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "seed", "Random seed."),
 )
 _PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")
-_POSITIVE = ("num_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the configs do not check these
+_POSITIVE = ("num_layers", "num_encoder_layers", "num_decoder_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the configs do not check these
 
 
 def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
@@ -171,8 +173,10 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
     layers = _flag(flag_values, "num_layers")
     try:  # each config validates its fields and names the field, which is the flag's name
         data = override(recipe.data, **_data_changes(flag_values))
-        model = override(recipe.model, num_encoder_layers=layers, num_decoder_layers=layers,
-                         **{name: _flag(flag_values, name) for _, name, _ in MODEL_FLAGS if name != "num_layers"})
+        stacks = {f"num_{side}_layers": _flag(flag_values, f"num_{side}_layers") or layers
+                  for side in ("encoder", "decoder")}
+        model = override(recipe.model, **stacks, **{name: _flag(flag_values, name) for _, name, _ in MODEL_FLAGS
+                                                    if name != "num_layers" and name not in stacks})
         train = override(recipe.train, **{name: _flag(flag_values, name) for _, name, _ in TRAIN_FLAGS})
         from keras_transformer.data import batching
 

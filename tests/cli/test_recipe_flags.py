@@ -57,6 +57,13 @@ def test_every_data_flag_sets_its_field():
     assert r.model.vocab_size == 32000
 
 
+def test_one_stack_depth_wins_over_num_layers():
+    r = _resolve(["--recipe=tiny", "--num_layers=3", "--num_decoder_layers=1"])
+    assert (r.model.num_encoder_layers, r.model.num_decoder_layers) == (3, 1)
+    r = _resolve(["--recipe=tiny", "--num_encoder_layers=5"])
+    assert (r.model.num_encoder_layers, r.model.num_decoder_layers) == (5, recipes.get("tiny").model.num_decoder_layers)
+
+
 def test_model_and_training_flags_set_their_fields():
     r = _resolve(["--recipe=tiny", "--d_model=128", "--d_ff=512", "--num_heads=8", "--num_layers=3", "--dropout=0.2",
                   "--attention_dropout=0.15", "--relu_dropout=0.05", "--norm=pre",
@@ -103,6 +110,7 @@ def test_kt_data_report_takes_the_data_flags_only():
     (["--tokenizer_sample_lines=-3"], "error: --tokenizer_sample_lines: must be positive"),
     (["--vocab_size=3"], "error: --vocab_size: must be > 4"),
     (["--num_layers=0"], "error: --num_layers: must be positive"),
+    (["--num_decoder_layers=0"], "error: --num_decoder_layers: must be positive"),
     (["--num_heads=5"], "error: --num_heads: d_model=64 is not divisible by num_heads=5"),
     (["--dropout=1.5"], "error: --dropout: must be in [0, 1)"),
     (["--norm=sandwich"], "error: --norm: must be 'post' or 'pre', got 'sandwich'"),
