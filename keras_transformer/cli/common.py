@@ -98,7 +98,8 @@ TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "seed", "Random seed."),
 )
 _PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")
-_POSITIVE = ("num_layers", "num_encoder_layers", "num_decoder_layers", "shuffle_buffer", "tokenizer_sample_lines")  # the configs do not check these
+_POSITIVE = ("num_layers", "num_encoder_layers", "num_decoder_layers", "shuffle_buffer",
+             "tokenizer_sample_lines")  # the configs do not check these
 
 
 def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
