@@ -23,7 +23,8 @@ def test_ptb_sample_decodes_as_the_paper():
     assert (recipe.decode.beam_size, recipe.decode.alpha, recipe.decode.extra_length) == (21, 0.3, 300)
     assert recipe.model.num_encoder_layers == recipe.model.num_decoder_layers == 4
     assert recipe.data.corpus == "ptb" and recipe.data.treebank is None  # the WSJ sample in the data directory
-    assert count_parameters(recipe.model) == 8_396_800 + 3 * 256 * 256  # + the word alignment's projection [3D, D]
+    assert recipe.model.norm == "pre"  # chosen on dev (docs/parsing.md): a final LayerNorm per stack, 2 x [2D]
+    assert count_parameters(recipe.model) == 8_396_800 + 3 * 256 * 256 + 2 * 2 * 256  # + alignment [3D, D]
     assert recipe.model.word_span and recipe.data.tree_leaves == "tag"  # chosen on dev (docs/parsing.md)
     assert 0.3 in recipe.decode.alpha_grid and recipe.train.keep_best_by == "val_f1"
     assert recipe.model.max_length >= recipe.data.max_length + recipe.decode.extra_length
