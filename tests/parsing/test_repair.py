@@ -1,10 +1,11 @@
 """Bracket repair: every kind of malformed decoder output becomes one tree with one slot per word."""
 
 import random
+import sys
 
 import pytest
 
-from keras_transformer.tasks.parsing import trees
+from keras_transformer.tasks.parsing import metric, trees
 
 
 @pytest.mark.parametrize("sequence, num_words, fixed, problems", [
@@ -47,3 +48,22 @@ def test_any_token_soup_becomes_a_tree_over_the_words():
             assert trees.repair(result.sequence, num_words).problems == ()  # a repaired tree needs no repair
         else:
             assert result.sequence == ""
+
+
+def test_a_tree_thousands_of_brackets_deep_is_repaired_written_and_scored():
+    """An unconstrained decoder may open hundreds of brackets; nothing recurses per level (trees.fold)."""
+    depth = 5000  # Python's recursion limit is 1,000 frames
+    sequence = " ".join(["(S"] * depth + ["@DT", "@NN", "@VBZ", "@NN"] + [")"] * (depth - 1))  # one left open
+    fixed = trees.repair(sequence, 3)
+    assert fixed.problems == ("unclosed (", "too many slots")
+    assert fixed.sequence == " ".join(["(S"] * depth + ["@DT", "@NN", "@VBZ"] + [")"] * depth)
+    tree = trees.delinearize(fixed.sequence, ["The", "dog", "barks"])
+    written = trees.to_string(tree)
+    assert written == "(S " * depth + "(DT The) (NN dog) (VBZ barks)" + ")" * depth
+    assert trees.linearize(trees.read_trees(written)[0], tag_leaves=True) == fixed.sequence
+    assert trees.labels(tree) == ["S"] * depth and trees.tags(tree) == ["DT", "NN", "VBZ"]
+    gold = trees.read_trees("(S (NP (DT The) (NN dog)) (VP (VBZ barks)))")[0]
+    limit = sys.getrecursionlimit()
+    scores = metric.score([gold], [tree])  # the one (S 0 3) of the test's 5,000 matches the gold's
+    assert (scores["matched"], scores["gold_brackets"], scores["test_brackets"]) == (1, 3, depth)
+    assert sys.getrecursionlimit() == limit  # PYEVALB's room is given back

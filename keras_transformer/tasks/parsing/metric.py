@@ -34,6 +34,8 @@ F1 = 2PR / (P + R); exact match is EVALB's "Complete match" (matched = gold = te
 from __future__ import annotations
 
 import collections
+import contextlib
+import sys
 from typing import Dict, Optional, Sequence
 
 from PYEVALB import parser as pyevalb_parser
@@ -47,11 +49,8 @@ EQUIVALENT_LABELS = {"PRT": "ADVP"}  # COLLINS.prm EQ_LABEL ADVP PRT
 DELETED_LABELS = ("TOP", "-NONE-")  # COLLINS.prm DELETE_LABEL (brackets)
 
 
-def _prepare(node: Tree, tags) -> Optional[Tree]:
-    if node.is_preterminal:
-        tag = next(tags)
-        return None if tag in PUNCTUATION_TAGS or tag in DELETED_LABELS else Tree(tag, node.children)
-    children = tuple(c for c in (_prepare(child, tags) for child in node.children) if c is not None)
+def _prepare_node(node: Tree, children) -> Optional[Tree]:
+    children = tuple(c for c in children if c is not None)
     if not children:
         return None
     label = trees_lib.strip_function_tags(node.label)
@@ -67,7 +66,25 @@ def prepare(tree: Tree, gold_tags: Optional[Sequence[str]] = None) -> Optional[T
     tags = list(trees_lib.tags(tree) if gold_tags is None else gold_tags)
     if len(tags) != len(trees_lib.words(tree)):
         raise ValueError(f"gold_tags: {len(tags)} tags for {len(trees_lib.words(tree))} words")
-    return _prepare(tree, iter(tags))
+    remaining = iter(tags)
+
+    def leaf(node: Tree) -> Optional[Tree]:
+        tag = next(remaining)
+        return None if tag in PUNCTUATION_TAGS or tag in DELETED_LABELS else Tree(tag, node.children)
+
+    return trees_lib.fold(tree, leaf, _prepare_node)
+
+
+@contextlib.contextmanager
+def _recursion_room(depth: int):
+    """PYEVALB walks a tree recursively, a few frames a level: Python's recursion limit raised for ``depth``
+    levels while it does (an unconstrained decoder's tree may nest hundreds deep), then put back."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * depth + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def score_pair(gold: Tree, test: Tree):
@@ -75,12 +92,15 @@ def score_pair(gold: Tree, test: Tree):
 
     Raises ValueError when the words differ (PYEVALB's LengthUnmatch/WordsUnmatch).
     """
-    gold_tree = pyevalb_parser.create_from_bracket_string(trees_lib.to_string(gold))
-    test_tree = pyevalb_parser.create_from_bracket_string(trees_lib.to_string(test))
-    try:
-        result = pyevalb_scorer.Scorer().score_trees(gold_tree, test_tree)
-    except (pyevalb_scorer.LengthUnmatch, pyevalb_scorer.WordsUnmatch) as e:
-        raise ValueError(" ".join(e.details().split("\n")[:3])) from None
+    depth = max(trees_lib.fold(tree, lambda leaf: 1, lambda node, children: 1 + max(children))
+                for tree in (gold, test))
+    with _recursion_room(depth):
+        gold_tree = pyevalb_parser.create_from_bracket_string(trees_lib.to_string(gold))
+        test_tree = pyevalb_parser.create_from_bracket_string(trees_lib.to_string(test))
+        try:
+            result = pyevalb_scorer.Scorer().score_trees(gold_tree, test_tree)
+        except (pyevalb_scorer.LengthUnmatch, pyevalb_scorer.WordsUnmatch) as e:
+            raise ValueError(" ".join(e.details().split("\n")[:3])) from None
     # EVALB: each gold bracket matches at most one test bracket of the same label and span (a multiset).
     matched = collections.Counter(map(str, gold_tree.non_terminal_labels)) & collections.Counter(
         map(str, test_tree.non_terminal_labels))

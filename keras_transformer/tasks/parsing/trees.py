@@ -10,6 +10,7 @@ the input is the sentence's words, the output its tree written depth first.
     delinearize(sequence, words, tags=None) -> Tree   the inverse (strict: a malformed sequence is a ValueError)
     repair(sequence, num_words)       -> Repaired  any decoder output made a well-formed sequence with num_words slots
     to_string(tree)                   -> "(S (NP (NNP Ms.) (NNP Haag)) ...)"   one line, as EVALB reads it
+    fold(tree, leaf, node)            -> a value built bottom-up, without recursion
 
 Linearization. As in Vinyals et al., every word with its POS tag becomes the
 placeholder slot ``XX`` (the parser brackets the words it is given; it never
@@ -33,13 +34,17 @@ they leave empty), appends missing slots to the root, and puts several
 top-level items under one root labelled ``S`` (the commonest root label). The
 constrained beam search (``constraint.py``) never needs it; it is
 the safety net for unconstrained decoding and for sequences from elsewhere.
+
+Depth. An unconstrained decoder may nest hundreds of brackets; every function
+here walks trees with a stack of its own (``fold``), never with Python's
+recursion, so no depth raises RecursionError.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 SLOT = "XX"  # a word (with its POS tag) in the linearized tree
 TAG_LEAF = "@"  # with DataConfig.tree_leaves "tag", a word is its POS tag after this: "@NN", "@,", "@-LRB-"
@@ -48,6 +53,7 @@ ROOT_LABEL = "S"  # the root that repair (and cleaning, for a forest) puts sever
 NONE_TAG = "-NONE-"  # the treebank's empty elements
 _OUTER = ("", "TOP", "ROOT")  # labels of the treebank's outer bracket
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,18 +113,35 @@ def strip_function_tags(label: str) -> str:
     return re.split(r"[-=|]", label, maxsplit=1)[0]
 
 
-def _clean(node: Tree) -> Optional[Tree]:
-    if node.is_preterminal:
-        return None if node.label == NONE_TAG else node
-    children = tuple(c for c in (_clean(child) for child in node.children) if c is not None)
-    return Tree(strip_function_tags(node.label), children) if children else None
+def fold(tree: Tree, leaf: Callable[[Tree], T], node: Callable[[Tree, List[T]], T]) -> T:
+    """``leaf(preterminal)`` for each preterminal, left to right, and ``node(constituent, [its children's values])``
+    for each constituent after its children: the value of the root, computed with a stack, not recursion."""
+    values: List[List[T]] = [[]]  # the values of the children met so far, one list per open constituent
+    stack: List[Tuple[Tree, bool]] = [(tree, False)]  # (node, its children are done)
+    while stack:
+        current, done = stack.pop()
+        if current.is_preterminal:
+            values[-1].append(leaf(current))
+        elif done:
+            children = values.pop()
+            values[-1].append(node(current, children))
+        else:
+            stack.append((current, True))
+            values.append([])
+            stack.extend((child, False) for child in reversed(current.children))
+    return values[0][0]
+
+
+def _clean_node(node: Tree, children: List[Optional[Tree]]) -> Optional[Tree]:
+    kept = tuple(c for c in children if c is not None)
+    return Tree(strip_function_tags(node.label), kept) if kept else None
 
 
 def clean(tree: Tree) -> Optional[Tree]:
     """The tree without empty elements, function tags and the outer bracket; None when no word is left."""
     while tree.label in _OUTER and len(tree.children) == 1 and not tree.is_preterminal:
         tree = tree.children[0]
-    cleaned = _clean(tree)
+    cleaned = fold(tree, lambda leaf: None if leaf.label == NONE_TAG else leaf, _clean_node)
     if cleaned is not None and cleaned.label in _OUTER:  # an outer bracket over several constituents
         cleaned = Tree(ROOT_LABEL, cleaned.children)
     if cleaned is not None and cleaned.is_preterminal:  # a one-word tree: give the word a constituent
@@ -126,11 +149,13 @@ def clean(tree: Tree) -> Optional[Tree]:
     return cleaned
 
 
+def _concat(first: list, children: List[list], last: list) -> list:
+    return first + [item for child in children for item in child] + last
+
+
 def preterminals(tree: Tree) -> List[Tree]:
     """The (tag, word) leaves, left to right."""
-    if tree.is_preterminal:
-        return [tree]
-    return [leaf for child in tree.children for leaf in preterminals(child)]
+    return fold(tree, lambda leaf: [leaf], lambda node, children: _concat([], children, []))
 
 
 def words(tree: Tree) -> List[str]:
@@ -143,15 +168,12 @@ def tags(tree: Tree) -> List[str]:
 
 def labels(tree: Tree) -> List[str]:
     """The constituent labels (not POS tags), depth first."""
-    if tree.is_preterminal:
-        return []
-    return [tree.label] + [label for child in tree.children for label in labels(child)]
+    return fold(tree, lambda leaf: [], lambda node, children: _concat([node.label], children, []))
 
 
 def _tokens(tree: Tree, tag_leaves: bool) -> List[str]:
-    if tree.is_preterminal:
-        return [TAG_LEAF + tree.label if tag_leaves else SLOT]
-    return [f"({tree.label}"] + [t for child in tree.children for t in _tokens(child, tag_leaves)] + [CLOSE]
+    return fold(tree, lambda leaf: [TAG_LEAF + leaf.label if tag_leaves else SLOT],
+                lambda node, children: _concat([f"({node.label}"], children, [CLOSE]))
 
 
 def linearize(tree: Tree, tag_leaves: bool = False) -> str:
@@ -220,42 +242,13 @@ class Repaired:
         return bool(self.problems)
 
 
-def _drop_last_slots(items: list, surplus: int) -> int:
-    """Removes up to ``surplus`` slots from the right of a forest (emptied constituents go too); returns the rest."""
-    for index in range(len(items) - 1, -1, -1):
-        if not surplus:
-            break
-        item = items[index]
-        if isinstance(item, str):  # a leaf
-            del items[index]
-            surplus -= 1
-        else:
-            surplus = _drop_last_slots(item[1], surplus)
-            if not item[1]:
-                del items[index]
-    return surplus
-
-
-def _count_slots(items: list) -> int:
-    return sum(1 if isinstance(item, str) else _count_slots(item[1]) for item in items)
-
-
-def _write(item) -> List[str]:
-    if isinstance(item, str):  # a leaf
-        return [item]
-    return [f"({item[0]}"] + [t for child in item[1] for t in _write(child)] + [CLOSE]
-
-
-def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repaired:
-    """``sequence`` made a well-formed tree with exactly ``num_words`` slots (module docstring), and what was fixed.
-
-    A well-formed sequence with the right slots comes back unchanged with no problems. With ``num_words`` 0 the
-    result is the empty sequence.
-    """
-    problems: List[str] = []
-    forest: list = []  # finished top-level items: a leaf token or [label, children]
+def _forest(tokens: Sequence[str], problems: List[str]) -> list:
+    """The top-level items of ``tokens`` read as brackets, each a leaf token or [label, children]; what does not fit
+    (an unmatched ``)``, an unknown token, an empty or unclosed constituent) is dropped or closed and named in
+    ``problems``."""
+    forest: list = []
     stack: list = []
-    for token in sequence.split():
+    for token in tokens:
         if is_leaf(token):
             (stack[-1][1] if stack else forest).append(token)
         elif token == CLOSE:
@@ -278,10 +271,40 @@ def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repai
             (stack[-1][1] if stack else forest).append(node)
         else:
             problems.append("empty constituent")
-    slots = _count_slots(forest)
+    return forest
+
+
+def _write(forest: list) -> List[str]:
+    """The tokens of a forest of ``_forest``'s items, with a stack (an item may nest deep)."""
+    tokens: List[str] = []
+    stack = list(reversed(forest))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):  # a leaf, or the CLOSE pushed below
+            tokens.append(item)
+        else:
+            tokens.append(f"({item[0]}")
+            stack.append(CLOSE)
+            stack.extend(reversed(item[1]))
+    return tokens
+
+
+def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repaired:
+    """``sequence`` made a well-formed tree with exactly ``num_words`` slots (module docstring), and what was fixed.
+
+    A well-formed sequence with the right slots comes back unchanged with no problems. With ``num_words`` 0 the
+    result is the empty sequence.
+    """
+    problems: List[str] = []
+    forest = _forest(sequence.split(), problems)
+    tokens = _write(forest)
+    slots = sum(map(is_leaf, tokens))
     if slots > num_words:
         problems.append("too many slots")
-        _drop_last_slots(forest, slots - num_words)
+        last = [i for i, token in enumerate(tokens) if is_leaf(token)][num_words:]  # the surplus, from the right
+        for i in reversed(last):
+            del tokens[i]
+        forest = _forest(tokens, [])  # the constituents the surplus leaves empty go
     elif slots < num_words:
         problems.append("too few slots")
     if not num_words:
@@ -292,7 +315,7 @@ def repair(sequence: str, num_words: int, root_label: str = ROOT_LABEL) -> Repai
         problems.append("no single root" if forest else "no tree")
         root = [root_label, forest]
     root[1].extend([SLOT] * max(0, num_words - slots))
-    return Repaired(" ".join(_write(root)), tuple(problems))
+    return Repaired(" ".join(_write([root])), tuple(problems))
 
 
 def escape_word(word: str) -> str:
@@ -302,6 +325,5 @@ def escape_word(word: str) -> str:
 
 def to_string(tree: Tree) -> str:
     """One line of PTB brackets, "(S (NP (NNP Ms.) (NNP Haag)) (. .))", as EVALB and PYEVALB read it."""
-    if tree.is_preterminal:
-        return f"({tree.label} {escape_word(tree.children[0])})"
-    return f"({tree.label} " + " ".join(to_string(child) for child in tree.children) + ")"
+    return fold(tree, lambda leaf: f"({leaf.label} {escape_word(leaf.children[0])})",
+                lambda node, children: f"({node.label} " + " ".join(children) + ")")
