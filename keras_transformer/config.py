@@ -172,6 +172,9 @@ class TrainConfig:
     min_train_steps: int = 0
     warmup_steps: int = 4000  # Eq. 3
     learning_rate_scale: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
+    # Not in the paper: the last fraction of the run (by steps or by max_train_minutes, whichever ends it) takes
+    # the rate linearly to 0 (schedules.NoamSchedule); 0 -> Eq. 3 to the end.
+    cooldown: float = 0.0
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
@@ -199,6 +202,7 @@ class TrainConfig:
         _require(self.min_train_steps >= 0, "min_train_steps", f"must be >= 0, got {self.min_train_steps}")
         _require(self.warmup_steps > 0, "warmup_steps", f"must be positive, got {self.warmup_steps}")
         _require(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
+        _require(0.0 <= self.cooldown <= 1.0, "cooldown", f"must be in [0, 1], got {self.cooldown}")
         _require(0.0 <= self.label_smoothing < 1.0, "label_smoothing", "must be in [0, 1)")
         _require(self.gradient_accumulation_steps >= 0, "gradient_accumulation_steps", "must be >= 0 (0 = derived)")
         _require(self.checkpoint_every > 0, "checkpoint_every", "must be positive")

@@ -80,6 +80,8 @@ TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "min_train_steps", "Train at least this many steps even past --max_train_minutes; 0 = the cap alone."),
     ("integer", "warmup_steps", "Override warmup_steps of Eq. 3."),
     ("float", "learning_rate_scale", "Multiplies Eq. 3."),
+    ("float", "cooldown", "Take the learning rate linearly to 0 over this last fraction of the run (of its steps or "
+     "of --max_train_minutes, whichever ends it; not in the paper); 0 = Eq. 3 to the end."),
     ("float", "label_smoothing", "Override ε_ls."),
     ("integer", "gradient_accumulation_steps", "Micro-batches per update; 0 = derived from --max_tokens_per_device "
      "and the device count."),

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer.schedules import optimizer_step  # noqa: F401  (also imported from here)
+from keras_transformer.schedules import cooldown_multiplier, optimizer_step  # noqa: F401  (also imported from here)
 from keras_transformer.workdir import BEST_MANIFEST
 
 if TYPE_CHECKING:
@@ -144,6 +144,35 @@ class StopAtStep(keras.callbacks.Callback):
                 self.model.stop_training = True
             else:
                 self.past_budget = True
+
+
+class Cooldown(keras.callbacks.Callback):
+    """Sets ``NoamSchedule.multiplier`` before each step from the run's progress (``cooldown_multiplier``).
+
+    Progress is the larger of steps / ``train_steps`` and, with ``max_seconds``, the wall time since this run's
+    training began over the budget (as ``StopAtStep`` counts it); where ``min_steps`` keeps a slow machine
+    training past the budget, the time fraction is capped at steps / ``min_steps``, the run's real end.
+    """
+
+    def __init__(self, multiplier, cooldown: float, train_steps: int, max_seconds: float = 0.0, min_steps: int = 0):
+        super().__init__()
+        self.multiplier, self.cooldown = multiplier, cooldown
+        self.train_steps, self.max_seconds, self.min_steps = train_steps, max_seconds, min_steps
+        self._start = None
+
+    def progress(self, step: int, elapsed: float) -> float:
+        done = step / self.train_steps
+        if self.max_seconds:
+            by_time = elapsed / self.max_seconds
+            done = max(done, min(by_time, step / self.min_steps) if self.min_steps else by_time)
+        return done
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step = optimizer_step(self.model.optimizer)
+        self.multiplier.assign(cooldown_multiplier(self.progress(step, time.monotonic() - self._start), self.cooldown))
 
 
 class TensorBoardScalars(keras.callbacks.Callback):

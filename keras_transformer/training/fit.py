@@ -223,6 +223,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         kt_callbacks.TensorBoardScalars(str(paths.tensorboard), every=every),
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
+    if t.cooldown:
+        callbacks.insert(0, kt_callbacks.Cooldown(model.optimizer._learning_rate.multiplier, t.cooldown, t.train_steps,
+                                                  t.max_train_minutes * 60, floor))
     if t.bleu_samples and chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
         callbacks.append(tasks.get(recipe).dev_callback(recipe, tok, str(paths.tensorboard), t.bleu_samples, data_dir))
