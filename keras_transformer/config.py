@@ -66,11 +66,15 @@ class ModelConfig:
     # k-1, the two sides of the gap before word k where brackets close and open (a chart parser's fencepost,
     # Stern et al., 2017), through a learned 3D x D projection instead of D x D.
     word_span: bool = False
+    # With align_words: the aligned input also holds a learned embedding of the brackets open after the prefix
+    # (the depth the constrained search tracks; depths past 63 share one row), not counted by attention.
+    bracket_depth: bool = False
 
     def __post_init__(self):
         _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
         _require(self.d_model > 0, "d_model", f"must be positive, got {self.d_model}")
         _require(not self.word_span or self.align_words, "word_span", "needs align_words")
+        _require(not self.bracket_depth or self.align_words, "bracket_depth", "needs align_words")
         _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
         _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
         _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")

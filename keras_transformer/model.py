@@ -11,7 +11,10 @@ each position also holds P · memory[word k], k the leaves written before it
 (``word_memory``, ``aligned_inputs``, ``aligned_step``): the decoder is told
 which word its next leaf stands for instead of counting them (Ma et al., 2017;
 Liu, Zhu & Shi, 2018); with ``word_span`` also the outputs at the last piece of
-word k and of word k-1, the gap before word k (Stern et al., 2017).
+word k and of word k-1, the gap before word k (Stern et al., 2017); with
+``bracket_depth`` also a learned embedding of the brackets open after the
+prefix (the depth the constrained search tracks), which a decoder attending over
+a long prefix otherwise has to count.
 
 Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
@@ -36,6 +39,8 @@ from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import BLOCK_ARGS, Encoder
 from keras_transformer.layers.positional import make_positional
 
+MAX_DEPTH = 64  # bracket_depth: depths from here on share the last row of the depth embedding
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
@@ -57,9 +62,12 @@ class Transformer(keras.Model):
         if c.align_words:
             # P [D, D], or [3D, D] with word_span
             self.alignment = keras.layers.Dense(c.d_model, use_bias=False, name="word_alignment")
-            # [2, V]: row 0 a piece is a leaf of the target, row 1 it starts a word of the source (set_word_tables)
-            self.word_tables = self.add_weight(shape=(2, c.vocab_size), initializer="zeros", trainable=False,
-                                               name="word_tables")
+            # [2, V]: row 0 a piece is a leaf of the target, row 1 it starts a word of the source; with
+            # bracket_depth [3, V], row 2 what the piece adds to the depth: +1 opens, -1 closes (set_word_tables)
+            self.word_tables = self.add_weight(shape=(3 if c.bracket_depth else 2, c.vocab_size),
+                                               initializer="zeros", trainable=False, name="word_tables")
+        if c.bracket_depth:
+            self.depth_embedding = keras.layers.Embedding(MAX_DEPTH, c.d_model, name="bracket_depth")  # [64, D]
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -98,13 +106,16 @@ class Transformer(keras.Model):
 
     # -- word alignment (config.align_words) -----------------------------------------------------
 
-    def set_word_tables(self, is_leaf, starts_word):
-        """is_leaf [V], starts_word [V] (0/1): which target pieces are leaves, which source pieces start a word."""
-        self.word_tables.assign(ops.stack([ops.cast(is_leaf, self.word_tables.dtype),
-                                           ops.cast(starts_word, self.word_tables.dtype)]))
+    def set_word_tables(self, is_leaf, starts_word, depth_change=None):
+        """is_leaf [V], starts_word [V] (0/1): which target pieces are leaves, which source pieces start a word;
+        depth_change [V] (+1 opens a bracket, -1 closes one, else 0): given exactly with ``bracket_depth``."""
+        if (depth_change is not None) != self.config.bracket_depth:
+            raise ValueError("depth_change: given exactly when the model has bracket_depth")
+        rows = [is_leaf, starts_word] + ([] if depth_change is None else [depth_change])
+        self.word_tables.assign(ops.stack([ops.cast(row, self.word_tables.dtype) for row in rows]))
 
     def _table(self, row, ids):
-        """ids [...] -> [...] int32 0/1: word_tables[row] at ids (read as int32: mixed precision reads it in bf16)."""
+        """ids [...] -> [...] int32: word_tables[row] at ids (read as int32: mixed precision reads it in bf16)."""
         return ops.take(ops.cast(self.word_tables[row], "int32"), ids)
 
     def word_memory(self, source_ids, memory):
@@ -131,19 +142,37 @@ class Transformer(keras.Model):
 
     def aligned_inputs(self, target_in_ids, words):
         """target_in_ids [B, T], words [B, S, D or 3D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
-        (the word the output at t comes to next); zeros once k_t is past the words."""
+        (the word the output at t comes to next); zeros once k_t is past the words. With ``bracket_depth`` plus
+        the depth embedding of the brackets open after target_in[:t+1]."""
         leaves = ops.cumsum(self._table(0, target_in_ids), axis=1)  # [B, T]
         at = ops.one_hot(leaves, ops.shape(words)[1], dtype=words.dtype)  # [B, T, S]
-        return self.alignment(ops.einsum("bts,bsd->btd", at, words))
+        aligned = self.alignment(ops.einsum("bts,bsd->btd", at, words))  # [B, T, D]
+        if self.config.bracket_depth:
+            aligned = aligned + self._depth(ops.cumsum(self._table(2, target_in_ids), axis=1))
+        return aligned
 
-    def aligned_step(self, token_ids, leaves, words):
-        """token_ids [N], leaves [N] (before them), words [B, S, D or 3D] (N = B*K, an item's K rows adjacent)
-        -> (P · words[item, k] [N, D], k [N] = leaves + the tokens that are leaves)."""
-        leaves = leaves + self._table(0, token_ids)  # [N]
+    def _depth(self, depth):
+        """depth [...] int32 -> [..., D]: the depth embedding, depths past MAX_DEPTH - 1 on its last row."""
+        return self.depth_embedding(ops.clip(depth, 0, MAX_DEPTH - 1))
+
+    def alignment_state(self, rows):
+        """What ``aligned_step`` carries per hypothesis, for ``rows`` hypotheses: the leaves written (and, with
+        ``bracket_depth``, the brackets open), zeros before the first token."""
+        zeros = ops.zeros((rows,), "int32")
+        return {"leaves": zeros, "depth": zeros} if self.config.bracket_depth else {"leaves": zeros}
+
+    def aligned_step(self, token_ids, state, words):
+        """token_ids [N], state (``alignment_state``, before them), words [B, S, D or 3D] (N = B*K, an item's K rows
+        adjacent) -> (P · words[item, k] (+ the depth's embedding) [N, D], the state after them: k [N] = leaves +
+        the tokens that are leaves)."""
+        leaves = state["leaves"] + self._table(0, token_ids)  # [N]
         batch, positions = ops.shape(words)[0], ops.shape(words)[1]
         at = ops.reshape(ops.one_hot(leaves, positions, dtype=words.dtype), (batch, -1, positions))  # [B, K, S]
         picked = ops.reshape(ops.einsum("bks,bsd->bkd", at, words), (-1, ops.shape(words)[2]))  # [N, D or 3D]
-        return self.alignment(picked), leaves
+        if not self.config.bracket_depth:
+            return self.alignment(picked), {"leaves": leaves}
+        depth = state["depth"] + self._table(2, token_ids)  # [N]
+        return self.alignment(picked) + self._depth(depth), {"leaves": leaves, "depth": depth}
 
     # -- incremental decoding --------------------------------------------------------------------
 
@@ -250,4 +279,6 @@ def count_parameters(config: ModelConfig) -> int:
         total += 2 * norm  # final LayerNorm of each stack
     if config.align_words:
         total += (3 if config.word_span else 1) * D * D  # P, the word alignment's projection
+    if config.bracket_depth:
+        total += MAX_DEPTH * D  # the depth embedding
     return total

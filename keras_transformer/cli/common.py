@@ -73,6 +73,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
      "(not in the paper; docs/parsing.md)."),
     ("boolean", "word_span", "Parsing, with --align_words: also add the encoder outputs at the last piece of the next "
      "word and of the word before it (the gap where brackets close; docs/parsing.md)."),
+    ("boolean", "bracket_depth", "Parsing, with --align_words: also add a learned embedding of the brackets open "
+     "after the prefix to the decoder input (docs/parsing.md)."),
 )
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),

@@ -57,7 +57,8 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
     grow the cache between steps (a search in segments passes its first segment's size here).
 
     A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
-    cache ({"layers": [...], "leaves": [B*K]}) and its items' ``word_memory`` [B, S, D] in the constants.
+    cache ({"layers": [...], "alignment": ``Transformer.alignment_state``, [B*K] each}) and its items'
+    ``word_memory`` [B, S, D] in the constants.
     """
     memory = model.encode(source_ids)  # [B, S, D]
     layers = model.init_cache(memory)  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
@@ -71,18 +72,18 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
     align = model.config.align_words
     if align:
         constants["words"] = model.word_memory(source_ids, memory)  # [B, S, D]
-        cache = {"layers": cache, "leaves": tf.zeros([tf.shape(source_ids)[0] * beam_size], tf.int32)}
+        cache = {"layers": cache, "alignment": model.alignment_state(tf.shape(source_ids)[0] * beam_size)}
 
     def step_fn(token_ids, step, cache, constants):
-        aligned, leaves, layers = None, None, cache
+        aligned, state, layers = None, None, cache
         if align:
-            aligned, leaves = model.aligned_step(token_ids, cache["leaves"], constants["words"])  # [N, D], [N]
+            aligned, state = model.aligned_step(token_ids, cache["alignment"], constants["words"])  # [N, D]
             layers = cache["layers"]
         layers = [dict(c, **m, **w) for c, m, w in zip(layers, constants["memory"], weights)]
         logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned,
                                            projection, preallocated=max_steps is not None)  # [B*K, V]
         layers = [{"k": c["k"], "v": c["v"]} for c in layers]
-        return log_probs_from_logits(logits), ({"layers": layers, "leaves": leaves} if align else layers)
+        return log_probs_from_logits(logits), ({"layers": layers, "alignment": state} if align else layers)
 
     return step_fn, cache, constants
 

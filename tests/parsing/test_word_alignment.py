@@ -11,6 +11,7 @@ from keras_transformer.decoding import model_step
 from keras_transformer.model import build_model, count_parameters
 
 LEAF = 7  # the target's leaf piece in these made-up tables
+OPEN, CLOSE = 20, 21  # with bracket_depth: the pieces that open and close a bracket
 CONFIG = ModelConfig(vocab_size=50, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=2, num_decoder_layers=2,
                      dropout=0.0, max_length=64, align_words=True)
 
@@ -20,7 +21,11 @@ def _model(leaves=(LEAF,), config=CONFIG):
     is_leaf = np.zeros(50, np.float32)
     is_leaf[list(leaves)] = 1
     starts = (np.arange(50) % 2 == 0).astype(np.float32)  # even pieces start a word, odd ones continue it
-    model.set_word_tables(is_leaf, starts)
+    depth_change = None
+    if config.bracket_depth:
+        depth_change = np.zeros(50, np.int32)
+        depth_change[[OPEN, CLOSE]] = 1, -1
+    model.set_word_tables(is_leaf, starts, depth_change)
     return model
 
 
@@ -73,6 +78,37 @@ def test_cached_steps_equal_the_full_pass_with_alignment():
     _cached_steps_equal_the_full_pass(_model())
 
 
+DEPTH = dataclasses.replace(CONFIG, word_span=True, bracket_depth=True)
+
+
+def test_cached_steps_equal_the_full_pass_with_bracket_depth():
+    _cached_steps_equal_the_full_pass(_model(config=DEPTH))
+
+
+def test_the_teacher_forced_input_adds_the_depth_after_each_token():
+    model = _model(config=DEPTH)
+    source = np.array([[10, 12, 14, 3]], np.int32)
+    words = model.word_memory(source, model.encode(source))
+    target_in = np.array([[1, OPEN, OPEN, LEAF, CLOSE, OPEN, LEAF, CLOSE, CLOSE]], np.int32)
+    aligned = np.asarray(model.aligned_inputs(target_in, words))[0]  # [T, D]
+    plain = np.asarray(model.alignment(tf.gather(words, [[0, 0, 0, 1, 1, 1, 2, 2, 2]], batch_dims=1)))[0]
+    table = np.asarray(model.depth_embedding.embeddings)  # [64, D]
+    np.testing.assert_allclose(aligned, plain + table[[0, 1, 2, 2, 1, 2, 2, 1, 0]], atol=1e-6)
+
+
+def test_depths_past_the_table_share_its_last_row():
+    model = _model(config=DEPTH)
+    table = np.asarray(model.depth_embedding.embeddings)
+    np.testing.assert_allclose(np.asarray(model._depth(np.array([62, 63, 64, 500]))), table[[62, 63, 63, 63]])
+
+
+def test_bracket_depth_needs_align_words_and_its_table():
+    with pytest.raises(ValueError, match="bracket_depth: needs align_words"):
+        dataclasses.replace(CONFIG, align_words=False, bracket_depth=True)
+    with pytest.raises(ValueError, match="depth_change: given exactly when"):
+        build_model(DEPTH).set_word_tables(np.zeros(50), np.zeros(50))
+
+
 def _cached_steps_equal_the_full_pass(model):
     rng = np.random.default_rng(0)
     source = rng.integers(4, 50, (2, 9)).astype(np.int32)
@@ -97,6 +133,7 @@ def test_the_tables_and_projection_are_weights_and_count():
     span = dataclasses.replace(CONFIG, word_span=True)
     assert build_model(span).count_params() - 2 * 50 == count_parameters(span) == count_parameters(CONFIG) + 32 * 16
     assert count_parameters(CONFIG) == count_parameters(dataclasses.replace(CONFIG, align_words=False)) + 16 * 16
+    assert build_model(DEPTH).count_params() - 3 * 50 == count_parameters(DEPTH) == count_parameters(span) + 64 * 16
 
 
 def test_align_words_is_a_parsing_option():
@@ -113,14 +150,19 @@ def test_an_aligned_parser_is_not_exported_to_ctranslate2():
 
 
 @pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # the one-token prefix at step 0
-def test_the_beam_search_carries_each_hypothesis_leaf_count():
-    """The cached search (leaf counts in the cache, reordered with the beams) equals the search over the no-cache
-    baseline, which re-decodes every prefix (its leaves counted from the prefix itself)."""
+@pytest.mark.parametrize("config", [CONFIG, DEPTH], ids=["leaves", "leaves_and_depth"])
+def test_the_beam_search_carries_each_hypothesis_leaf_count_and_depth(config):
+    """The cached search (leaf counts and depths in the cache, reordered with the beams) equals the search over the
+    no-cache baseline, which re-decodes every prefix (its leaves and depth counted from the prefix itself)."""
     from keras_transformer.decoding import translate_ids
     from keras_transformer.decoding.beam_search import beam_search
 
     leaves = range(4, 50, 2)  # half the pieces, so that an untrained model writes leaves
-    model = _model(leaves)
+    model = _model(leaves, config)
+    pieces = np.arange(50)
+    if config.bracket_depth:  # the other half open or close
+        model.set_word_tables(np.isin(pieces, leaves), pieces % 2 == 0,
+                              np.where(pieces % 4 == 1, 1, np.where(pieces % 4 == 3, -1, 0)))
     rng = np.random.default_rng(1)
     sources = rng.integers(4, 50, (2, 6)).astype(np.int32)
     sources[1, 3:] = 0
@@ -130,4 +172,8 @@ def test_the_beam_search_carries_each_hypothesis_leaf_count():
     uncached = beam_search(step_fn, cache, 3, max_lengths, 0.6, constants)
     np.testing.assert_array_equal(uncached.sequences, sequences)
     np.testing.assert_allclose(uncached.scores, scores, atol=1e-4)
-    assert np.isin(np.asarray(sequences), leaves).sum() > 10  # leaves were written, so the counts mattered
+    written = np.asarray(sequences)
+    if config.bracket_depth:
+        assert (written % 2 == 1).sum() > 10  # brackets were written, so the depths mattered
+    else:
+        assert np.isin(written, leaves).sum() > 10  # leaves were written, so the counts mattered

@@ -28,7 +28,10 @@ class ParsingTask(Task):
     def prepare_model(self, model, tokenizer):
         if model.config.align_words:  # which target pieces are leaves, which source pieces start a word
             tokens = constraint.token_kinds(tokenizer)
-            model.set_word_tables(np.equal(tokens.kinds, constraint.SLOT), np.asarray(tokens.word_starts))
+            kinds = np.asarray(tokens.kinds)
+            depth_change = (np.equal(kinds, constraint.OPEN).astype(np.int32) - np.equal(kinds, constraint.CLOSE)
+                            if model.config.bracket_depth else None)
+            model.set_word_tables(np.equal(kinds, constraint.SLOT), np.asarray(tokens.word_starts), depth_change)
 
     def read_split(self, recipe, split, data_dir):
         gold = treebank.load(recipe.data, split, corpora.resolve_data_dir(data_dir)).trees
