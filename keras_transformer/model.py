@@ -169,10 +169,11 @@ class Transformer(keras.Model):
         batch, positions = ops.shape(words)[0], ops.shape(words)[1]
         at = ops.reshape(ops.one_hot(leaves, positions, dtype=words.dtype), (batch, -1, positions))  # [B, K, S]
         picked = ops.reshape(ops.einsum("bks,bsd->bkd", at, words), (-1, ops.shape(words)[2]))  # [N, D or 3D]
-        if not self.config.bracket_depth:
-            return self.alignment(picked), {"leaves": leaves}
-        depth = state["depth"] + self._table(2, token_ids)  # [N]
-        return self.alignment(picked) + self._depth(depth), {"leaves": leaves, "depth": depth}
+        aligned, after = self.alignment(picked), {"leaves": leaves}  # [N, D]
+        if self.config.bracket_depth:
+            after["depth"] = state["depth"] + self._table(2, token_ids)  # [N]
+            aligned = aligned + self._depth(after["depth"])
+        return aligned, after
 
     # -- incremental decoding --------------------------------------------------------------------
 
