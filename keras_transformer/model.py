@@ -20,7 +20,8 @@ Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
 has its own embedding over its own vocabulary and the target's matrix is the
 projection's (Press & Wolf, 2017). Dropout is applied to the sums of embeddings and positional
-encodings (§5.4). Logits are float32 also under mixed precision.
+encodings (§5.4); with ``source_token_dropout`` (not in the paper) training also reads each source piece as
+UNK with that probability (``read_as_unknown``). Logits are float32 also under mixed precision.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Optional, Union
 import keras
 from keras import ops
 
-from keras_transformer import EOS_ID, PAD_ID
+from keras_transformer import EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
 from keras_transformer.layers import masks
 from keras_transformer.layers.decoder import Decoder
@@ -68,6 +69,8 @@ class Transformer(keras.Model):
                                                initializer="zeros", trainable=False, name="word_tables")
         if c.bracket_depth:
             self.depth_embedding = keras.layers.Embedding(MAX_DEPTH, c.d_model, name="bracket_depth")  # [64, D]
+        if c.source_token_dropout:  # created last: the other layers' seeds stay as without it
+            self.token_dropout_seed = keras.random.SeedGenerator(name="source_token_dropout")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -84,9 +87,17 @@ class Transformer(keras.Model):
             x = x + ops.cast(aligned, x.dtype)
         return self.embedding_dropout(x, training=training)
 
+    def read_as_unknown(self, source_ids):
+        """source_ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout``; PAD and EOS kept."""
+        rate = self.config.source_token_dropout
+        drop = keras.random.uniform(ops.shape(source_ids), seed=self.token_dropout_seed) < rate  # [B, S]
+        real = ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))
+        return ops.where(ops.logical_and(drop, real), ops.cast(UNK_ID, source_ids.dtype), source_ids)
+
     def encode(self, source_ids, training=None):
-        """source_ids [B, S] -> memory [B, S, D]."""
-        x = self._embed(source_ids, training=training, embedding=self.source_embedding)
+        """source_ids [B, S] -> memory [B, S, D]; the mask (and the word tables) read the real pieces."""
+        read = self.read_as_unknown(source_ids) if training and self.config.source_token_dropout else source_ids
+        x = self._embed(read, training=training, embedding=self.source_embedding)
         return self.encoder(x, masks.padding_mask(source_ids), training=training)
 
     def decode(self, target_in_ids, memory, memory_mask, training=None, words=None):

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import layers
+from keras_transformer import EOS_ID, PAD_ID, UNK_ID, layers
 from keras_transformer.config import ModelConfig
 from keras_transformer.model import Transformer, build_model, count_parameters
 
@@ -120,6 +120,39 @@ def test_dropout_only_in_training(small_config):
     src, tgt = _batch(np.random.default_rng(5))
     np.testing.assert_array_equal(model((src, tgt)), model((src, tgt)))
     assert np.abs(np.asarray(model((src, tgt), training=True)) - np.asarray(model((src, tgt)))).max() > 1e-4
+
+
+def test_source_token_dropout_reads_real_pieces_as_unknown(small_config):
+    model = build_model(dataclasses.replace(small_config, source_token_dropout=0.3))
+    ids = np.random.default_rng(7).integers(4, 100, (64, 200)).astype(np.int32)
+    ids[:, 150] = EOS_ID
+    ids[:, 151:] = PAD_ID
+    read = np.asarray(model.read_as_unknown(ids))
+    np.testing.assert_array_equal(read[:, 150:], ids[:, 150:])  # EOS and PAD stay
+    changed = read != ids
+    assert np.all(read[changed] == UNK_ID)
+    assert abs(changed[:, :150].mean() - 0.3) < 0.02  # 9,600 pieces: 0.3 within 4 standard deviations
+    assert (np.asarray(model.read_as_unknown(ids)) != read).any()  # a new draw each call
+
+
+def test_source_token_dropout_only_in_training_and_only_in_the_embedding(small_config):
+    """Training encodes the pieces read_as_unknown returns under the real pieces' mask, and aligns words by the
+    real pieces; inference encodes the real pieces, as a model without the option does."""
+    config = dataclasses.replace(small_config, dropout=0.0, align_words=True, word_span=True)
+    model, plain = build_model(dataclasses.replace(config, source_token_dropout=0.5)), build_model(config)
+    plain.set_weights(model.get_weights())
+    for m in (model, plain):
+        m.set_word_tables(np.isin(np.arange(100), [7]), np.arange(100) % 2 == 0)
+    src, tgt = _batch(np.random.default_rng(8))
+    src[:, :2] = 10, 11  # one two-piece word first
+    read = src.copy()
+    read[:, 0] = UNK_ID  # the first piece of every row, whatever the draw
+    model.read_as_unknown = lambda ids: read
+    np.testing.assert_array_equal(model((src, tgt)), plain((src, tgt)))
+    memory = plain.encode(read)
+    expected = plain.decode(tgt, memory, layers.masks.padding_mask(src), words=plain.word_memory(src, memory))
+    np.testing.assert_allclose(model((src, tgt), training=True), expected, atol=1e-5)
+    assert np.abs(np.asarray(expected) - np.asarray(plain((src, tgt)))).max() > 1e-4
 
 
 def test_save_and_reload_keras_file(small_config, tmp_path):
