@@ -53,12 +53,16 @@ class KeepBest(keras.callbacks.Callback):
     ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or a task's dev score, ``val_bleu``
     or ``val_f1`` (higher; logged by ``DevBleu`` or ``DevF1``, which must run first). ``directory/best.json``
     (``BEST_MANIFEST``) holds every validation's (step, score) and the kept ones, best first, so a resumed run
-    keeps its ranking and its patience.
+    keeps its ranking and its patience. A validation fewer than ``min_gap`` steps after the one before takes that
+    one's place in the ranking: the checkpoint a time budget ends on, a step or two after a regular one, is
+    nearly the same weights, not a second checkpoint to average.
     """
 
-    def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0):
+    def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0,
+                 min_gap: int = 0):
         super().__init__()
         self.state, self.directory, self.monitor, self.keep, self.patience = state, directory, monitor, keep, patience
+        self.min_gap = min_gap
         self.sign = 1.0 if monitor == "val_loss" else -1.0  # lower sign * score is better: a loss, or -BLEU, -F1
         self.manifest = os.path.join(directory, BEST_MANIFEST)
         saved = json.loads(tf.io.gfile.GFile(self.manifest).read()) if tf.io.gfile.exists(self.manifest) else {}
@@ -78,15 +82,18 @@ class KeepBest(keras.callbacks.Callback):
         step, score = optimizer_step(self.model.optimizer), float(logs[self.monitor])
         if any(s == step for s, _ in self.history):
             return  # validated before an interruption; the ranking already has it
+        previous = self.history[-1][0] if self.history and step - self.history[-1][0] < self.min_gap else None
         self.history.append((step, score))
-        ranked = sorted(self.kept + [(step, score)], key=self._rank)
-        if (step, score) in ranked[: self.keep]:
+        ranked = sorted([e for e in self.kept if e[0] != previous] + [(step, score)], key=self._rank)
+        dropped = [e for e in self.kept if e[0] == previous] + ranked[self.keep:]
+        ranked = ranked[: self.keep]
+        if (step, score) in ranked:
             self.state.write(os.path.join(self.directory, f"ckpt-{step}"))
-        for old_step, _ in ranked[self.keep:]:
+        for old_step, _ in dropped:
             if old_step != step and self.state.is_chief:
                 for path in tf.io.gfile.glob(os.path.join(self.directory, f"ckpt-{old_step}.*")):
                     tf.io.gfile.remove(path)
-        self.kept = ranked[: self.keep]
+        self.kept = ranked
         if self.state.is_chief:
             partial = self.manifest + ".part"
             with tf.io.gfile.GFile(partial, "w") as f:

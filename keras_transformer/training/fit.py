@@ -232,7 +232,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     keep_best = None
     if t.keep_best_by:  # after DevBleu, whose val_bleu it may rank by
         keep_best = kt_callbacks.KeepBest(state, str(paths.best), t.keep_best_by, t.keep_best,
-                                          t.early_stopping_patience)
+                                          t.early_stopping_patience, min_gap=t.checkpoint_every // 2)
         callbacks.append(keep_best)
     if verbose is None and chief:  # the run's one progress line (Keras's own bars with verbose=1 or 2)
         callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every, min_steps=floor))

@@ -59,15 +59,15 @@ class _State:
         open(prefix + ".index", "w").close()
 
 
-def _keep_best(tmp_path, monitor, scores, keep=2, patience=0):
+def _keep_best(tmp_path, monitor, scores, keep=2, patience=0, steps=None, min_gap=0):
     state = _State()
-    callback = KeepBest(state, str(tmp_path), monitor, keep, patience)
+    callback = KeepBest(state, str(tmp_path), monitor, keep, patience, min_gap)
     step = types.SimpleNamespace(value=0)
     callback.set_model(types.SimpleNamespace(optimizer=types.SimpleNamespace(
         iterations=types.SimpleNamespace(numpy=lambda: step.value)), stop_training=False))
     stopped_at = None
     for i, score in enumerate(scores):
-        step.value = 100 * (i + 1)
+        step.value = 100 * (i + 1) if steps is None else steps[i]
         callback.on_epoch_end(i, {monitor: score})
         if callback.model.stop_training and stopped_at is None:
             stopped_at = step.value
@@ -88,6 +88,19 @@ def test_keep_best_by_bleu_is_higher_is_better_and_survives_a_restart(tmp_path):
     assert again.kept == [(200, 12.0), (300, 11.0)]
     with pytest.raises(ValueError, match="keep_best_by: .* ranks checkpoints by val_bleu"):
         KeepBest(_State(), str(tmp_path), "val_loss", 2)
+
+
+def test_a_checkpoint_just_after_another_takes_its_place(tmp_path):
+    """A time budget ending a step after a regular checkpoint: the two are one model, not two to average."""
+    callback, state, _ = _keep_best(tmp_path, "val_f1", [70.0, 72.0, 71.0, 71.5], keep=3, steps=[100, 200, 300, 301],
+                                    min_gap=50)
+    assert callback.kept == [(200, 72.0), (301, 71.5), (100, 70.0)]  # 301 replaces 300, whatever their order
+    assert sorted(p.name for p in tmp_path.glob("*.index")) == ["ckpt-100.index", "ckpt-200.index", "ckpt-301.index"]
+    assert len(callback.history) == 4
+    (tmp_path / "b").mkdir()
+    callback, _, _ = _keep_best(tmp_path / "b", "val_f1", [70.0, 72.0, 71.0, 71.5], keep=3, steps=[100, 200, 300, 360],
+                                min_gap=50)
+    assert callback.kept == [(200, 72.0), (360, 71.5), (300, 71.0)]
 
 
 def test_early_stopping_after_patience_validations_without_a_new_best(tmp_path):
