@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+import recipes
+from keras_transformer.config import Recipe
 from keras_transformer.tasks.parsing import trees
 from tests.conftest import REPO_ROOT
 from tests.inference.support import run_cli
@@ -27,6 +29,7 @@ def test_shipped_parser_is_small_and_records_what_reproduces_it(metadata):
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(SHIPPED) for f in files)
     assert size <= 50 * 2**20
     assert metadata["recipe"] == "ptb_sample" and metadata["command"].startswith("kt-pipeline --recipe=ptb_sample")
+    assert Recipe.from_dict(metadata["recipe_config"]) == recipes.get("ptb_sample")  # the recipe, no overrides
     assert metadata["test_split"] == "test" and metadata["test_sentences"] > 100
     assert metadata["train_seconds"] <= 3600
     decode = metadata["decode"]
