@@ -43,6 +43,11 @@ from keras_transformer.layers.positional import make_positional
 MAX_DEPTH = 64  # bracket_depth: depths from here on share the last row of the depth embedding
 
 
+def _text(source_ids):
+    """source_ids [B, S] -> [B, S] bool: the sentence's pieces (not PAD, not EOS)."""
+    return ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     def __init__(self, config: Union[ModelConfig, dict], **kwargs):
@@ -91,8 +96,7 @@ class Transformer(keras.Model):
         """source_ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout``; PAD and EOS kept."""
         rate = self.config.source_token_dropout
         drop = keras.random.uniform(ops.shape(source_ids), seed=self.token_dropout_seed) < rate  # [B, S]
-        real = ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))
-        return ops.where(ops.logical_and(drop, real), ops.cast(UNK_ID, source_ids.dtype), source_ids)
+        return ops.where(ops.logical_and(drop, _text(source_ids)), ops.cast(UNK_ID, source_ids.dtype), source_ids)
 
     def encode(self, source_ids, training=None):
         """source_ids [B, S] -> memory [B, S, D]; the mask (and the word tables) read the real pieces."""
@@ -133,7 +137,7 @@ class Transformer(keras.Model):
         """source_ids [B, S], memory [B, S, D] -> [B, S, D]: row k the encoder output at word k's first piece,
         zeros past the last word (PAD and EOS start no word). With ``word_span`` [B, S, 3D]: row k also holds the
         outputs at the last piece of word k and of word k-1 (zeros where there is none)."""
-        real = ops.logical_and(ops.not_equal(source_ids, PAD_ID), ops.not_equal(source_ids, EOS_ID))  # [B, S]
+        real = _text(source_ids)  # [B, S]
         starts = self._table(1, source_ids) * ops.cast(real, "int32")  # [B, S]
         word = ops.cumsum(starts, axis=1) - 1  # [B, S]: the word each piece belongs to
         positions = ops.shape(source_ids)[1]
