@@ -57,6 +57,8 @@ class ModelConfig:
     # during training each source piece is read as UNK with this probability (its position, word boundaries
     # and padding mask stay those of the real piece).
     source_token_dropout: float = 0.0
+    # The same on the decoder input (target pieces but BOS; the model still learns to predict the real ones).
+    target_token_dropout: float = 0.0
     positional: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 row E)
     max_length: int = 1024  # longest position the model can embed
     norm: str = "post"  # "post" as in §3.1; "pre" is a departure (pre-LN)
@@ -92,7 +94,7 @@ class ModelConfig:
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
             _require(value is None or value > 0, name, f"must be positive, got {value}")
-        for name in ("dropout", "attention_dropout", "relu_dropout", "source_token_dropout"):
+        for name in ("dropout", "attention_dropout", "relu_dropout", "source_token_dropout", "target_token_dropout"):
             value = getattr(self, name)
             _require(0.0 <= value < 1.0, name, f"must be in [0, 1), got {value}")
         _require(

@@ -21,7 +21,8 @@ projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the sour
 has its own embedding over its own vocabulary and the target's matrix is the
 projection's (Press & Wolf, 2017). Dropout is applied to the sums of embeddings and positional
 encodings (§5.4); with ``source_token_dropout`` (not in the paper) training also reads each source piece as
-UNK with that probability (``read_as_unknown``). Logits are float32 also under mixed precision.
+UNK with that probability (``read_as_unknown``), and with ``target_token_dropout`` each decoder input piece (its
+word alignment read from the real pieces). Logits are float32 also under mixed precision.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Optional, Union
 import keras
 from keras import ops
 
-from keras_transformer import EOS_ID, PAD_ID, UNK_ID
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
 from keras_transformer.layers import masks
 from keras_transformer.layers.decoder import Decoder
@@ -76,6 +77,8 @@ class Transformer(keras.Model):
             self.depth_embedding = keras.layers.Embedding(MAX_DEPTH, c.d_model, name="bracket_depth")  # [64, D]
         if c.source_token_dropout:  # created last: the other layers' seeds stay as without it
             self.token_dropout_seed = keras.random.SeedGenerator(name="source_token_dropout")
+        if c.target_token_dropout:  # after the source's: a model without it draws as before
+            self.target_dropout_seed = keras.random.SeedGenerator(name="target_token_dropout")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -92,11 +95,14 @@ class Transformer(keras.Model):
             x = x + ops.cast(aligned, x.dtype)
         return self.embedding_dropout(x, training=training)
 
-    def read_as_unknown(self, source_ids):
-        """source_ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout``; PAD and EOS kept."""
-        rate = self.config.source_token_dropout
-        drop = keras.random.uniform(ops.shape(source_ids), seed=self.token_dropout_seed) < rate  # [B, S]
-        return ops.where(ops.logical_and(drop, _text(source_ids)), ops.cast(UNK_ID, source_ids.dtype), source_ids)
+    def read_as_unknown(self, ids, side="source"):
+        """ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout`` (``side="target"``:
+        ``target_token_dropout``); PAD, BOS and EOS kept."""
+        rate, seed = ((self.config.source_token_dropout, self.token_dropout_seed) if side == "source" else
+                      (self.config.target_token_dropout, self.target_dropout_seed))
+        drop = keras.random.uniform(ops.shape(ids), seed=seed) < rate  # [B, S]
+        drop = ops.logical_and(ops.logical_and(drop, _text(ids)), ops.not_equal(ids, BOS_ID))
+        return ops.where(drop, ops.cast(UNK_ID, ids.dtype), ids)
 
     def encode(self, source_ids, training=None):
         """source_ids [B, S] -> memory [B, S, D]; the mask (and the word tables) read the real pieces."""
@@ -109,7 +115,9 @@ class Transformer(keras.Model):
 
         ``words`` [B, S, D]: ``word_memory``, given exactly when the model aligns words."""
         aligned = None if words is None else self.aligned_inputs(target_in_ids, words)
-        y = self._embed(target_in_ids, training=training, aligned=aligned)
+        read = (self.read_as_unknown(target_in_ids, side="target") if training and self.config.target_token_dropout
+                else target_in_ids)
+        y = self._embed(read, training=training, aligned=aligned)
         y = self.decoder(y, memory, masks.decoder_self_mask(target_in_ids), memory_mask, training=training)
         return ops.cast(self.embedding.logits(y), "float32")
 

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import EOS_ID, PAD_ID, UNK_ID, layers
+from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, layers
 from keras_transformer.config import ModelConfig
 from keras_transformer.model import Transformer, build_model, count_parameters
 
@@ -151,6 +151,40 @@ def test_source_token_dropout_only_in_training_and_only_in_the_embedding(small_c
     np.testing.assert_array_equal(model((src, tgt)), plain((src, tgt)))
     memory = plain.encode(read)
     expected = plain.decode(tgt, memory, layers.masks.padding_mask(src), words=plain.word_memory(src, memory))
+    np.testing.assert_allclose(model((src, tgt), training=True), expected, atol=1e-5)
+    assert np.abs(np.asarray(expected) - np.asarray(plain((src, tgt)))).max() > 1e-4
+
+
+def test_target_token_dropout_keeps_bos_and_draws_its_own_rate(small_config):
+    model = build_model(dataclasses.replace(small_config, source_token_dropout=0.3, target_token_dropout=0.1))
+    ids = np.random.default_rng(9).integers(4, 100, (64, 200)).astype(np.int32)
+    ids[:, 0] = BOS_ID
+    ids[:, 151:] = PAD_ID
+    read = np.asarray(model.read_as_unknown(ids, side="target"))
+    np.testing.assert_array_equal(read[:, 0], BOS_ID)
+    np.testing.assert_array_equal(read[:, 151:], PAD_ID)
+    changed = read != ids
+    assert np.all(read[changed] == UNK_ID)
+    assert abs(changed[:, 1:151].mean() - 0.1) < 0.02  # 9,600 pieces: 0.1 within 6 standard deviations
+
+
+def test_target_token_dropout_only_in_training_and_aligned_by_the_real_pieces(small_config):
+    """Training embeds the decoder input read_as_unknown returns, while the word alignment, the causal mask and
+    the padding mask read the real pieces; inference decodes the real pieces, as a model without the option."""
+    config = dataclasses.replace(small_config, dropout=0.0, align_words=True, word_span=True)
+    model, plain = build_model(dataclasses.replace(config, target_token_dropout=0.5)), build_model(config)
+    plain.set_weights(model.get_weights())
+    for m in (model, plain):
+        m.set_word_tables(np.isin(np.arange(100), [7]), np.arange(100) % 2 == 0)
+    src, tgt = _batch(np.random.default_rng(10))
+    tgt[:, 1] = 7  # a leaf, read as UNK: the alignment must still count it
+    read = tgt.copy()
+    read[:, 1] = UNK_ID
+    model.read_as_unknown = lambda ids, side="source": read if side == "target" else ids
+    np.testing.assert_array_equal(model((src, tgt)), plain((src, tgt)))
+    memory, memory_mask = plain.encode(src), layers.masks.padding_mask(src)
+    y = plain._embed(read, aligned=plain.aligned_inputs(tgt, plain.word_memory(src, memory)))
+    expected = plain.embedding.logits(plain.decoder(y, memory, layers.masks.decoder_self_mask(tgt), memory_mask))
     np.testing.assert_allclose(model((src, tgt), training=True), expected, atol=1e-5)
     assert np.abs(np.asarray(expected) - np.asarray(plain((src, tgt)))).max() > 1e-4
 
