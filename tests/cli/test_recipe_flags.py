@@ -67,7 +67,8 @@ def test_one_stack_depth_wins_over_num_layers():
 def test_model_and_training_flags_set_their_fields():
     r = _resolve(["--recipe=tiny", "--d_model=128", "--d_ff=512", "--num_heads=8", "--num_layers=3", "--dropout=0.2",
                   "--attention_dropout=0.15", "--relu_dropout=0.05", "--norm=pre",
-                  "--source_token_dropout=0.25", "--target_token_dropout=0.1", "--train_steps=7", "--max_train_minutes=1.5", "--warmup_steps=9", "--learning_rate_scale=0.5",
+                  "--source_token_dropout=0.25", "--target_token_dropout=0.1",
+                  "--train_steps=7", "--max_train_minutes=1.5", "--warmup_steps=9", "--learning_rate_scale=0.5",
                   "--label_smoothing=0.2", "--gradient_accumulation_steps=0", "--checkpoint_every=3",
                   "--keep_checkpoints=4", "--bleu_samples=10", "--keep_best_by=val_bleu", "--keep_best=2",
                   "--early_stopping_patience=5", "--init_from=runs/pretrained", "--mixed_precision",
