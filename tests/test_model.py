@@ -135,14 +135,21 @@ def test_source_token_dropout_reads_real_pieces_as_unknown(small_config):
     assert (np.asarray(model.read_as_unknown(ids)) != read).any()  # a new draw each call
 
 
-def test_source_token_dropout_only_in_training_and_only_in_the_embedding(small_config):
-    """Training encodes the pieces read_as_unknown returns under the real pieces' mask, and aligns words by the
-    real pieces; inference encodes the real pieces, as a model without the option does."""
+def _aligned_with_and_without(small_config, **option):
+    """Two word-aligning models with the same weights and word tables (piece 7 a leaf, even pieces start words),
+    without dropout: one with ``option``, one without."""
     config = dataclasses.replace(small_config, dropout=0.0, align_words=True, word_span=True)
-    model, plain = build_model(dataclasses.replace(config, source_token_dropout=0.5)), build_model(config)
+    model, plain = build_model(dataclasses.replace(config, **option)), build_model(config)
     plain.set_weights(model.get_weights())
     for m in (model, plain):
         m.set_word_tables(np.isin(np.arange(100), [7]), np.arange(100) % 2 == 0)
+    return model, plain
+
+
+def test_source_token_dropout_only_in_training_and_only_in_the_embedding(small_config):
+    """Training encodes the pieces read_as_unknown returns under the real pieces' mask, and aligns words by the
+    real pieces; inference encodes the real pieces, as a model without the option does."""
+    model, plain = _aligned_with_and_without(small_config, source_token_dropout=0.5)
     src, tgt = _batch(np.random.default_rng(8))
     src[:, :2] = 10, 11  # one two-piece word first
     read = src.copy()
@@ -171,11 +178,7 @@ def test_target_token_dropout_keeps_bos_and_draws_its_own_rate(small_config):
 def test_target_token_dropout_only_in_training_and_aligned_by_the_real_pieces(small_config):
     """Training embeds the decoder input read_as_unknown returns, while the word alignment, the causal mask and
     the padding mask read the real pieces; inference decodes the real pieces, as a model without the option."""
-    config = dataclasses.replace(small_config, dropout=0.0, align_words=True, word_span=True)
-    model, plain = build_model(dataclasses.replace(config, target_token_dropout=0.5)), build_model(config)
-    plain.set_weights(model.get_weights())
-    for m in (model, plain):
-        m.set_word_tables(np.isin(np.arange(100), [7]), np.arange(100) % 2 == 0)
+    model, plain = _aligned_with_and_without(small_config, target_token_dropout=0.5)
     src, tgt = _batch(np.random.default_rng(10))
     tgt[:, 1] = 7  # a leaf, read as UNK: the alignment must still count it
     read = tgt.copy()
