@@ -19,6 +19,8 @@ SMOKE = {
     "memory": ["bench/bench_memory.py", "--recipes=tiny", "--train_steps=1", "--decode_batch=2", "--extra_length=2",
                "--nostartup", "--phases=train,decode,loss", "--loss_paths=current"],  # legacy needs git history
     "decode": ["bench/bench_decode.py", "--recipe=tiny", "--num_sentences=2", "--batch_sizes=2", "--extra_length=2"],
+    "parser_nbest": ["bench/parser_nbest.py", "--num_sentences=3", "--beam_size=2", "--bonus=1", "--tau=1",
+                     "--gamma=0.5"],  # the shipped parser on 3 dev trees
 }
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 
@@ -86,3 +88,13 @@ def test_bench_decode_reports_both_decoders(runs):
     assert result["bench"] == "decode" and result["beam_size"] == 4
     assert {r["decoder"] for r in result["results"]} == {"cached", "no-cache"}
     assert all(r["tokens_per_s"] > 0 for r in result["results"])
+
+
+def test_parser_nbest_reports_every_rule(runs):
+    result = _last_json(runs, "parser_nbest")
+    assert result["bench"] == "parser_nbest" and (result["trees"], result["beam_size"]) == (3, 2)
+    rows = result["results"]
+    assert [(r["rule"], r["beta_or_gamma"], r["tau"]) for r in rows] == [
+        ("best", 0.0, 1.0), ("bonus", 1.0, 1.0), ("expected F1", 0.0, 1.0), ("posterior", 0.5, 1.0)]
+    assert rows[0]["changed"] == 0 and all(0 <= r["f1"] <= 100 for r in rows)
+    assert len({r["gold_constituents"] for r in rows}) == 1
