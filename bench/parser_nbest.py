@@ -63,7 +63,8 @@ def f1(a: collections.Counter, b: collections.Counter) -> float:
 def posteriors(scores, tau):
     top = max(scores)
     weights = [math.exp(tau * (s - top)) for s in scores]
-    return [w / sum(weights) for w in weights]
+    total = sum(weights)
+    return [w / total for w in weights]
 
 
 def pick(rule: str, value: float, tau: float, scores, spans) -> int:
@@ -83,17 +84,14 @@ def pick(rule: str, value: float, tau: float, scores, spans) -> int:
     return max(k, key=lambda i: sum((mass[span] - value) * n for span, n in spans[i].items()))
 
 
-def nbest(model_dir, sentences, beam_size, alpha):
-    """[(linearized, score)] of every finished tree of each sentence, best first."""
+def nbest(model, recipe, tokenizer, sentences, beam_size, alpha):
+    """(K, [(linearized, score)] of every finished tree of each sentence, best first)."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the SentencePiece ops)
 
     from keras_transformer.decoding.lines import length_batches
-    from keras_transformer.serving import loading
     from keras_transformer.tasks.parsing import constraint
     from keras_transformer.tasks.parsing.module import Parser
 
-    model, recipe, tokenizer = loading.load_exported(model_dir)
     parser = Parser(model, tokenizer, recipe)
     tokens = constraint.token_kinds(tokenizer)
     beam_size = beam_size or recipe.decode.beam_size
@@ -107,21 +105,22 @@ def nbest(model_dir, sentences, beam_size, alpha):
         for row, i in enumerate(batch):
             out[i] = [(seq.decode("utf-8"), float(s)) for seq, s in zip(text[row], scores[row].numpy())
                       if s > -1e8]  # an empty slot of the K (fewer finished) scores NEG_INF
-    return recipe, beam_size, out
+    return beam_size, out
 
 
 def main(argv):
     del argv
+    import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+
     from keras_transformer.data import corpora
     from keras_transformer.serving import loading
-    from keras_transformer.config import Recipe
     from keras_transformer.tasks.parsing import metric, treebank, trees
 
-    recipe = Recipe.from_dict(loading.read_info(FLAGS.model)["recipe"])
+    model, recipe, tokenizer = loading.load_exported(FLAGS.model)
     gold = treebank.load(recipe.data, FLAGS.split, corpora.resolve_data_dir(FLAGS.data_dir)).trees
     gold = gold[:FLAGS.num_sentences] if FLAGS.num_sentences else gold
     words = [trees.words(tree) for tree in gold]
-    recipe, beam_size, lists = nbest(FLAGS.model, [" ".join(w) for w in words], FLAGS.beam_size, FLAGS.alpha)
+    beam_size, lists = nbest(model, recipe, tokenizer, [" ".join(w) for w in words], FLAGS.beam_size, FLAGS.alpha)
     spans = [[labeled_spans(seq) for seq, _ in hyps] for hyps in lists]
     scores = [[s for _, s in hyps] for hyps in lists]
     rules = [("best", 0.0, 1.0)] + [("bonus", float(b), 1.0) for b in FLAGS.bonus]
