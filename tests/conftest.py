@@ -24,6 +24,12 @@ import os
 import numpy as np
 import pytest
 
+# One intra-op thread in each test process and, through the environment, in each program a test starts: the xdist
+# workers and the programs they run share the cores, and TensorFlow's default (a thread per core in every process)
+# oversubscribes them. A file's tests that set TF_NUM_INTRAOP_THREADS themselves are unaffected. Measured on a
+# 2-core CPU (docs/notes.md, "Test-suite timings"): the slow files in 0.83x the time.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
 import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
