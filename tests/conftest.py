@@ -27,7 +27,7 @@ import pytest
 # One intra-op thread in each test process and, through the environment, in each program a test starts: the xdist
 # workers and the programs they run share the cores, and TensorFlow's default (a thread per core in every process)
 # oversubscribes them. A file's tests that set TF_NUM_INTRAOP_THREADS themselves are unaffected. Measured on a
-# 2-core CPU (docs/notes.md, "Test-suite timings"): the slow files in 0.83x the time.
+# 2-core CPU (docs/notes.md, "Test-suite timings"): five slow files in 0.83x the time, the whole suite unchanged.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
