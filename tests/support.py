@@ -7,15 +7,25 @@ with this interpreter, in the repository root, with the repository first on ``PY
 included, passes through.
 """
 
+import atexit
 import os
+import select
+import shutil
 import shlex
 import subprocess
 import sys
+import tempfile
+import types
+import warnings
 
+from tests import forkserver
 from tests.conftest import REPO_ROOT
 
 CLI_PACKAGE = "keras_transformer.cli"
 STDERR_TAIL = 3000  # characters of stderr an assertion message shows
+FORKED_OPTIONS = frozenset({"cwd", "stdin", "stdout", "stderr"})  # the Popen options a forked program takes
+# Set to 1 to start every program in a fresh interpreter (to compare, or to rule the fork server out).
+FRESH_VARIABLE = "KT_TEST_FRESH_INTERPRETERS"
 
 
 def python_command(program, *args) -> list:
@@ -57,21 +67,68 @@ def run_cli(program, *args, stdin=None, env=None, check=True, timeout=240, **run
     ``environment()``. check: assert exit code 0, the message showing the command and its stderr tail; pass False
     to assert the exit code yourself. run_kwargs go to ``subprocess.run`` (e.g. ``preexec_fn``, ``cwd``).
     """
-    run_kwargs.setdefault("cwd", REPO_ROOT)
-    result = subprocess.run(python_command(program, *args), env=environment(env), input=stdin, capture_output=True,
-                            text=True, timeout=timeout, **run_kwargs)
+    if stdin is not None:
+        run_kwargs["stdin"] = subprocess.PIPE
+    process = start_cli(program, *args, env=env, **run_kwargs)
+    try:
+        stdout, stderr = process.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check:
         assert result.returncode == 0, failure_message(result)
     return result
 
 
-def start_cli(program, *args, env=None, **popen_kwargs) -> subprocess.Popen:
+def start_cli(program, *args, env=None, **popen_kwargs):
     """Start ``program args`` and return at once, for runs a test signals or runs side by side; ``finish_cli``
-    waits for it. stdout and stderr are text pipes unless popen_kwargs say otherwise (e.g. ``stderr=STDOUT``)."""
+    waits for it. stdout and stderr are text pipes unless popen_kwargs say otherwise (e.g. ``stderr=STDOUT``).
+
+    The program is a fork of the test process's fork server (tests/forkserver.py: TensorFlow already imported)
+    where that runs it as a fresh interpreter would, else a fresh interpreter; either way a ``Popen``-like object.
+    """
     popen_kwargs.setdefault("cwd", REPO_ROOT)
     popen_kwargs.setdefault("stdout", subprocess.PIPE)
     popen_kwargs.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(python_command(program, *args), env=environment(env), text=True, **popen_kwargs)
+    command, merged = python_command(program, *args), environment(env)
+    server = _fork_server()
+    if server is not None and set(popen_kwargs) <= FORKED_OPTIONS and forkserver.serves(merged, server.env):
+        return forkserver.ForkedProcess(server.path, command, merged, **{"stdin": None, **popen_kwargs})
+    return subprocess.Popen(command, env=merged, text=True, **popen_kwargs)
+
+
+_server = None  # this process's fork server: started at the first program, False where it could not start
+
+
+def _fork_server():
+    """This test process's fork server (started on first use, ended with the process), or None."""
+    global _server
+    if _server is None:
+        _server = False if os.environ.get(FRESH_VARIABLE) == "1" else _start_fork_server() or False
+    return _server or None
+
+
+def _start_fork_server():
+    directory = tempfile.mkdtemp(prefix="kt-forkserver-")
+    path, env = os.path.join(directory, "socket"), environment()
+    # Its standard input is its lifeline: it ends when this process closes the pipe, or dies.
+    process = subprocess.Popen([sys.executable, "-m", "tests.forkserver", path], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
+    if not (select.select([process.stdout], [], [], 300)[0] and process.stdout.readline() == b"ready\n"):
+        process.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+        warnings.warn("the fork server did not start: every program runs in a fresh interpreter")
+        return None
+
+    def stop():
+        process.stdin.close()
+        process.wait(timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(stop)
+    return types.SimpleNamespace(path=path, env=env)
 
 
 def finish_cli(process, check=True, timeout=240) -> subprocess.CompletedProcess:

@@ -12,10 +12,10 @@
 import concurrent.futures
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import run_cli
 
 try:
     import tomllib
@@ -136,10 +136,8 @@ _FLAG_LINE = re.compile(r"^\s{2}(?:-\S,)?--(\[no\])?([A-Za-z][\w-]*)")
 def _helpfull(module):
     """The tool's --helpfull text (absl exits 1 after printing help); retried once, since a module may be
     caught mid-edit."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for _ in range(2):
-        result = subprocess.run([sys.executable, "-m", module, "--helpfull"], cwd=REPO_ROOT, env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = run_cli(module, "--helpfull", check=False, timeout=300)
         if "flags:" in result.stdout:
             return result.stdout
     raise AssertionError(f"python -m {module} --helpfull printed no flags:\n{result.stdout}\n{result.stderr}")

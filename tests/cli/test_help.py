@@ -1,12 +1,12 @@
 """Every kt-* tool's --help says what it does, shows an example and lists its own flags (not only absl's)."""
 
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -16,9 +16,7 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 @pytest.mark.parametrize("tool", sorted(SCRIPTS))
 def test_help_describes_the_tool_and_lists_its_flags(tool):
     module = SCRIPTS[tool].split(":")[0]
-    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
-    assert done.returncode == 0, done.stderr
+    done = run_cli(module, "--help", timeout=120)
     first, _, rest = done.stdout.partition("\n")
     assert first.startswith(f"{tool}:")  # what it does, in one line
     assert re.search(rf"^\s+{tool} --", rest, re.M)  # an example

@@ -29,6 +29,7 @@ from keras_transformer.data import corpora
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS
 from tests.conftest import REPO_ROOT
 from tests.inference.support import run_cli
+from tests.support import finish_cli, start_cli
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -353,9 +354,10 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
         ("-m", "keras_transformer.cli.translate", f"--model={trained_workdir}", "--ctranslate2_search=gnmt"):
             f"error: --ctranslate2_search: {trained_workdir} is not a CTranslate2 directory",
     }
-    runs = {args: subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in cases}
+    runs = {args: start_cli(*args[1:], stdin=subprocess.DEVNULL) if args[0] == "-m" else
+            subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for args in cases}
     for args, process in runs.items():
-        _, stderr = process.communicate(timeout=240)
-        assert (process.returncode, stderr.strip().splitlines()) == (2, [cases[args]]), args
+        result = finish_cli(process, check=False)
+        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [cases[args]]), args
     assert not os.path.exists(out)

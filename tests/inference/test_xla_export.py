@@ -12,8 +12,8 @@ import pytest
 
 from keras_transformer.config import XlaBuckets
 from keras_transformer.serving import warmup
-from tests.conftest import REPO_ROOT
 from tests.inference.support import MAX_SOURCE, run_cli
+from tests.support import finish_cli, start_cli
 
 pytest.importorskip("tensorflow_serving")
 pytestmark = pytest.mark.slow
@@ -108,12 +108,11 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, tmp_path):
         ("--jit_compile", "--xla_source_lengths=8,x"): "error: --xla_source_lengths: expected integers, got 8,x",
         ("--xla_batch_sizes=1,2",): "error: --xla_batch_sizes: applies with --jit_compile only",
     }
-    runs = {args: subprocess.Popen([sys.executable, "-m", "keras_transformer.cli.export", f"--model={trained_workdir}",
-                                    f"--export_dir={out}", *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in cases}
+    runs = {args: start_cli("export", f"--model={trained_workdir}", f"--export_dir={out}", *args,
+                            stdin=subprocess.DEVNULL) for args in cases}
     for args, process in runs.items():
-        _, stderr = process.communicate(timeout=240)
-        assert (process.returncode, stderr.strip().splitlines()) == (2, [cases[args]]), args
+        result = finish_cli(process, check=False)
+        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [cases[args]]), args
 
 
 def test_buckets_are_checked_and_end_at_the_longest_source():
