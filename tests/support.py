@@ -1,10 +1,11 @@
-"""Running a program in a fresh process, the same way from every test directory.
+"""Running a program in its own process, the same way from every test directory.
 
 A program is an entry point under keras_transformer/cli (``"train"``), a dotted module (a worker such as
 ``"tests.training.accumulation_worker"``) or a script path ending in ``.py`` (``"bench/bench_train.py"``). It runs
 with this interpreter, in the repository root, with the repository first on ``PYTHONPATH`` and without an inherited
 ``TF_CONFIG`` (a test's run never joins a cluster by accident); the rest of the environment, ``KT_DATA_DIR``
-included, passes through.
+included, passes through. Its process is a fork of a server that has imported TensorFlow (tests/forkserver.py)
+unless that could change what it does; ``KT_TEST_FRESH_INTERPRETERS=1`` starts every program in a fresh interpreter.
 """
 
 import atexit
@@ -95,7 +96,11 @@ def start_cli(program, *args, env=None, **popen_kwargs):
     command, merged = python_command(program, *args), environment(env)
     server = _fork_server()
     if server is not None and set(popen_kwargs) <= FORKED_OPTIONS and forkserver.serves(merged, server.env):
-        return forkserver.ForkedProcess(server.path, command, merged, **{"stdin": None, **popen_kwargs})
+        try:
+            return forkserver.ForkedProcess(server.path, command, merged, **{"stdin": None, **popen_kwargs})
+        except OSError as error:  # the program did not start: the server is gone
+            _server_failed()
+            warnings.warn(f"the fork server failed ({error}): the programs from here run in fresh interpreters")
     return subprocess.Popen(command, env=merged, text=True, **popen_kwargs)
 
 
@@ -108,6 +113,11 @@ def _fork_server():
     if _server is None:
         _server = False if os.environ.get(FRESH_VARIABLE) == "1" else _start_fork_server() or False
     return _server or None
+
+
+def _server_failed():
+    global _server
+    _server = False
 
 
 def _start_fork_server():
