@@ -66,7 +66,7 @@ def run_cli(program, *args, stdin=None, env=None, check=True, timeout=240, **run
 
     stdin: text written to its standard input (None: inherited). env: variables set (None: removed) on top of
     ``environment()``. check: assert exit code 0, the message showing the command and its stderr tail; pass False
-    to assert the exit code yourself. run_kwargs go to ``subprocess.run`` (e.g. ``preexec_fn``, ``cwd``).
+    to assert the exit code yourself. run_kwargs go to ``start_cli`` (``Popen`` options, e.g. ``preexec_fn``, ``cwd``).
     """
     if stdin is not None:
         run_kwargs["stdin"] = subprocess.PIPE
