@@ -25,6 +25,7 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import traceback
@@ -95,12 +96,11 @@ def _run_program(request, fds):
         program, args = request["argv"][0], request["argv"][1:]
         import runpy
 
+        sys.argv = [program, *args]  # for a module, runpy puts its file in sys.argv[0], as -m does
         if program.endswith(".py"):
-            sys.argv = [program, *args]
             sys.path[0] = os.path.dirname(os.path.abspath(program))
             runner = lambda: runpy.run_path(program, run_name="__main__")  # noqa: E731
         else:
-            sys.argv = [program, *args]  # runpy puts the module's file in sys.argv[0], as -m does
             sys.path[0] = os.getcwd()
             runner = lambda: runpy.run_module(program, run_name="__main__", alter_sys=True)  # noqa: E731
         try:
@@ -201,16 +201,16 @@ class ForkedProcess:
         self.stdin = self.stdout = self.stderr = None
         child_fds, close_after = [], []
         for number, spec in enumerate((stdin, stdout, stderr)):
-            if spec == -2 and number == 2:  # subprocess.STDOUT
+            if spec == subprocess.STDOUT and number == 2:
                 child_fds.append(child_fds[1])
                 continue
-            if spec == -1:  # subprocess.PIPE
+            if spec == subprocess.PIPE:
                 read, write = os.pipe()
                 mine, theirs = (write, read) if number == 0 else (read, write)
                 setattr(self, ("stdin", "stdout", "stderr")[number], open(mine, "w" if number == 0 else "r"))
                 child_fds.append(theirs)
                 close_after.append(theirs)
-            elif spec == -3:  # subprocess.DEVNULL
+            elif spec == subprocess.DEVNULL:
                 fd = os.open(os.devnull, os.O_RDWR)
                 child_fds.append(fd)
                 close_after.append(fd)
@@ -239,8 +239,6 @@ class ForkedProcess:
         return self.returncode
 
     def wait(self, timeout=None):
-        import subprocess
-
         if self.returncode is None:
             if not select.select([self._conn], [], [], timeout)[0]:
                 raise subprocess.TimeoutExpired(self.args, timeout)

@@ -90,6 +90,7 @@ def start_cli(program, *args, env=None, **popen_kwargs):
     The program is a fork of the test process's fork server (tests/forkserver.py: TensorFlow already imported)
     where that runs it as a fresh interpreter would, else a fresh interpreter; either way a ``Popen``-like object.
     """
+    global _server
     popen_kwargs.setdefault("cwd", REPO_ROOT)
     popen_kwargs.setdefault("stdout", subprocess.PIPE)
     popen_kwargs.setdefault("stderr", subprocess.PIPE)
@@ -99,7 +100,7 @@ def start_cli(program, *args, env=None, **popen_kwargs):
         try:
             return forkserver.ForkedProcess(server.path, command, merged, **{"stdin": None, **popen_kwargs})
         except OSError as error:  # the program did not start: the server is gone
-            _server_failed()
+            _server = False
             warnings.warn(f"the fork server failed ({error}): the programs from here run in fresh interpreters")
     return subprocess.Popen(command, env=merged, text=True, **popen_kwargs)
 
@@ -113,11 +114,6 @@ def _fork_server():
     if _server is None:
         _server = False if os.environ.get(FRESH_VARIABLE) == "1" else _start_fork_server() or False
     return _server or None
-
-
-def _server_failed():
-    global _server
-    _server = False
 
 
 def _start_fork_server():
