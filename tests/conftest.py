@@ -34,10 +34,12 @@ import keras_transformer  # noqa: F401  (selects the TF backend, silences start-
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
 from keras_transformer.tf_setup import init_devices
+from tests.synthetic import fit_without_autotune
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 init_devices()
+fit_without_autotune()
 
 
 # Seconds the longest files took in a whole-suite run (2 xdist workers on a 2-core AVX2-only EPYC, 2026-11-27,

@@ -25,7 +25,38 @@ def as_dataset(batches, repeat=True):
         lambda: iter(batches),
         output_signature=((tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.int32)),
                           tf.TensorSpec([None, None], tf.int32)))
-    return ds.repeat() if repeat else ds
+    return without_autotune(ds.repeat() if repeat else ds)
+
+
+def without_autotune(dataset):
+    """``dataset`` with tf.data's autotuning off (see ``fit_without_autotune``)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
+def fit_without_autotune():
+    """Turns tf.data's autotuning off in the datasets a tf.distribute strategy makes for each device, in this process.
+
+    A fit under a strategy reads its dataset through a multi-device iterator, and with autotuning each of its
+    iterators (the host's over the given dataset, one per device) has a thread that wakes at an interval that
+    doubles up to 60 s. Freeing such an iterator waits for that thread's next wake-up (TensorFlow 2.21): when a fit
+    ends, or when a garbage collection finds a finished fit's iterator long after, a stall of up to a minute. In a
+    test process that fits many models those stalls added up to minutes (docs/notes.md, "Test-suite timings").
+    The host's iterator follows its dataset's options (``without_autotune``); the devices' datasets are made
+    inside TensorFlow, so the function that makes them is wrapped here.
+    """
+    from tensorflow.python.data.ops import multi_device_iterator_ops
+
+    make = multi_device_iterator_ops._create_device_dataset
+    if getattr(make, "without_autotune", False):
+        return
+
+    def make_without_autotune(*args, **kwargs):
+        return without_autotune(make(*args, **kwargs))
+
+    make_without_autotune.without_autotune = True
+    multi_device_iterator_ops._create_device_dataset = make_without_autotune
 
 
 def small_recipe(recipe, dropout=0.0, **train):

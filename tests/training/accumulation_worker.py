@@ -19,7 +19,9 @@ import tensorflow as tf  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from tests.synthetic import copy_batches, small_recipe  # noqa: E402
+from tests.synthetic import copy_batches, fit_without_autotune, small_recipe, without_autotune  # noqa: E402
+
+fit_without_autotune()
 
 TARGET_LENGTHS = (12, 2, 7, 1)  # real target tokens per row in each micro-batch: 96, 16, 56, 8 per batch
 
@@ -50,7 +52,7 @@ def one_update(recipe, strategy, accumulation, batches, optimizer, initial):
     ds = tf.data.Dataset.from_generator(
         lambda: iter(batches),
         output_signature=((tf.TensorSpec([None, None], tf.int32),) * 2, tf.TensorSpec([None, None], tf.int32)))
-    history = model.fit(ds, epochs=1, steps_per_epoch=len(batches), verbose=0).history
+    history = model.fit(without_autotune(ds), epochs=1, steps_per_epoch=len(batches), verbose=0).history
     return model.get_weights(), int(model.optimizer.iterations.numpy()), history["loss"][0]
 
 

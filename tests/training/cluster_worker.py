@@ -16,7 +16,9 @@ import sys  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from tests.synthetic import as_dataset, copy_batches, small_recipe  # noqa: E402
+from tests.synthetic import as_dataset, copy_batches, fit_without_autotune, small_recipe  # noqa: E402
+
+fit_without_autotune()
 
 
 def main(workdir, accumulation, steps=4, every=2):
