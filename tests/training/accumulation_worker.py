@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from tests.synthetic import copy_batches, fit_without_autotune, small_recipe, without_autotune  # noqa: E402
+from tests.synthetic import as_dataset, copy_batches, fit_without_autotune, small_recipe  # noqa: E402
 
 fit_without_autotune()
 
@@ -49,10 +49,7 @@ def one_update(recipe, strategy, accumulation, batches, optimizer, initial):
             model.compile(optimizer=keras.optimizers.SGD(1.0))
             model.optimizer.build(model.trainable_variables)
     model.set_weights(initial)
-    ds = tf.data.Dataset.from_generator(
-        lambda: iter(batches),
-        output_signature=((tf.TensorSpec([None, None], tf.int32),) * 2, tf.TensorSpec([None, None], tf.int32)))
-    history = model.fit(without_autotune(ds), epochs=1, steps_per_epoch=len(batches), verbose=0).history
+    history = model.fit(as_dataset(batches, repeat=False), epochs=1, steps_per_epoch=len(batches), verbose=0).history
     return model.get_weights(), int(model.optimizer.iterations.numpy()), history["loss"][0]
 
 
