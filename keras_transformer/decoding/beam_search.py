@@ -15,12 +15,14 @@ ones ending in EOS that rank within the top K are scored and merged into the
 finished set. (Admitting EOS only from the top K is the textbook beam and
 fairseq's rule; it makes K = 1 with α = 0 exactly greedy decoding.)
 
-An item stops at its own maximum length, or once it holds K finished
-hypotheses and no alive beam can beat the worst of them (tensor2tensor's rule,
-applied to a full n-best list): log-probabilities only fall and lp only grows,
-so log P_alive / lp(max_length) bounds every extension for any α >= 0. Waiting
-for K finished hypotheses never changes the best one (nothing alive can beat
-it) and fills the n-best list that reranking and MBR read. A stopped item
+An item stops at its own maximum length, or once it holds N finished
+hypotheses and no alive beam can beat the N-th best of them (tensor2tensor's
+rule, applied to an n-best list of N = ``num_hypotheses`` <= K): log-probabilities
+only fall and lp only grows, so log P_alive / lp(max_length) bounds every
+extension for any α >= 0, and no later hypothesis can enter the N best. N = K
+(the default) fills the n-best list that reranking and MBR read; N = 1 stops as
+soon as the best hypothesis is settled, with the same best hypothesis and score
+in fewer steps (the later n-best slots then hold what had finished). A stopped item
 leaves the search: its result is written out and its rows are dropped from
 every loop tensor and cache, so the remaining steps spend no work on it. The
 ``tf.while_loop`` ends when no item is left.
@@ -47,8 +49,9 @@ tokens come from the 2K vocabulary blocks with the highest maxima
 Outputs: sequences [B, K, T] int32 without BOS, EOS included, PAD after EOS,
 T = steps run; scores [B, K] float32, best first. An item with no finished
 hypothesis falls back to its alive beams (no EOS, scored at its maximum
-length). An item that reaches its maximum length with fewer than K finished
-hypotheses (but at least one) has empty slots after them: all PAD, score NEG_INF.
+length). An item that stops with fewer than K finished hypotheses (but at
+least one: at its maximum length, or with N < K) has empty slots after them:
+all PAD, score NEG_INF.
 """
 
 from __future__ import annotations
@@ -73,6 +76,11 @@ class SearchResult(NamedTuple):
 def length_penalty(length, alpha):
     """GNMT lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016, Eq. 14). length: any shape; returns float32."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def hypotheses_to_settle(num_hypotheses, beam_size):
+    """N, the hypotheses final when an item stops, as a scalar int32 tensor: ``num_hypotheses``, or K if None."""
+    return tf.cast(beam_size if num_hypotheses is None else num_hypotheses, tf.int32)
 
 
 def cache_invariants(cache):
@@ -140,11 +148,13 @@ class Beams(NamedTuple):
             _gather_beams(tf.concat([self.finished_flags, admit], axis=1), finished_pick))
         return beams, _gather_beams(top_beams, alive_pick)
 
-    def done(self, i, max_lengths, alpha):
-        """[B] bool after step i: at the maximum length, or K finished that no alive beam can beat."""
+    def done(self, i, max_lengths, alpha, num_hypotheses):
+        """[B] bool after step i: at the maximum length, or the N = ``num_hypotheses`` best finished (the
+        finished set is sorted, best first) that no alive beam can beat (N a Python int or scalar tensor)."""
         best_alive = tf.reduce_max(self.alive_log_probs, axis=1) / length_penalty(max_lengths, alpha)  # [B]
-        worst_finished = tf.reduce_min(tf.where(self.finished_flags, self.finished_scores, NEG_INF), axis=1)  # [B]
-        return (i + 1 >= max_lengths) | (worst_finished > best_alive)
+        finished = tf.where(self.finished_flags, self.finished_scores, NEG_INF)  # [B, K]
+        nth_finished = tf.gather(finished, num_hypotheses - 1, axis=1)  # [B]
+        return (i + 1 >= max_lengths) | (nth_finished > best_alive)
 
     def results(self, num_steps, alpha):
         """(sequences [B, K, T], scores [B, K]): the finished set, or the alive beams where none finished."""
@@ -163,15 +173,17 @@ class _Items(NamedTuple):
 
 
 def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants=(), eos_id=EOS_ID,
-                bos_id=BOS_ID) -> SearchResult:
+                bos_id=BOS_ID, num_hypotheses=None) -> SearchResult:
     """Beam search over ``step_fn`` (see the module docstring).
 
     initial_cache, constants: nests of tensors [B*K, ...]; max_lengths [B] int: most tokens (EOS included) per
-    item; beam_size K and alpha may be Python numbers or scalar tensors.
+    item; beam_size K, alpha and num_hypotheses N (1 <= N <= K, default K: the hypotheses that must be final
+    before an item stops) may be Python numbers or scalar tensors.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     alpha = tf.cast(alpha, tf.float32)
     k = tf.cast(beam_size, tf.int32)
+    n = hypotheses_to_settle(num_hypotheses, k)
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # T of the output buffers
 
@@ -183,7 +195,7 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
         log_probs, cache = step_fn(items.beams.last_tokens(i, bos_id), i, cache, constants)  # [B'*K, V]
         beams, source_beams = items.beams.expand(log_probs, i, k, alpha, eos_id)
         items = items._replace(beams=beams)
-        done = beams.done(i, items.max_lengths, alpha)  # [B']
+        done = beams.done(i, items.max_lengths, alpha, n)  # [B']
         keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
 
         def retire():  # write the stopped items' results; the constants lose their rows
@@ -222,25 +234,28 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, parallel_searches):
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, parallel_searches):
     def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
-        result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants)
+        result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants,
+                             num_hypotheses=num_hypotheses)
         return result.sequences, result.scores
 
     return in_parallel(search, source_ids, parallel_searches)
 
 
-def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1):
+def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1,
+                  num_hypotheses=None):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
     docstring for the conventions. Item b may emit up to (its non-PAD source tokens + extra_length) tokens, at
-    most ``model.config.max_length``; PAD and BOS are never emitted. ``parallel_searches`` P > 1 deals the items
-    to P searches run at once (``parallel.in_parallel``; the same results). Runs one ``tf.function`` per model
-    and P, traced once: the other four arguments are tensors in its signature, so it also works inside an
-    exported ``tf.function``.
+    most ``model.config.max_length``; PAD and BOS are never emitted. ``num_hypotheses`` N (default K): an item
+    stops once its N best hypotheses are final (N = 1: the best alone, in fewer steps; the module docstring).
+    ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
+    results). Runs one ``tf.function`` per model and P, traced once: the other arguments are tensors in its
+    signature, so it also works inside an exported ``tf.function``.
     """
     search = functools.partial(_beam_search_model, parallel_searches=parallel_searches)
     fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}", search, [
@@ -248,6 +263,7 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
+        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
     ])
     return fn(tf.cast(source_ids, tf.int32), tf.cast(beam_size, tf.int32), tf.cast(alpha, tf.float32),
-              tf.cast(extra_length, tf.int32))
+              tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size))

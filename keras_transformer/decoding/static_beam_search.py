@@ -3,8 +3,8 @@
 The same search, step for step: K alive and K finished hypotheses per item,
 each beam's 2K best tokens then the best 2K of the K * 2K candidates, EOS
 admitted only from the top K, the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α,
-a maximum length per item, and the per-item stop "K finished and no alive
-beam can beat the worst of them" (§6.1; see ``beam_search.py``). What XLA
+a maximum length per item, and the per-item stop "N finished and no alive
+beam can beat the N-th best of them" (§6.1; see ``beam_search.py``). What XLA
 needs differs, as in flax's ``examples/wmt/decode.py``, T5X and KerasHub:
 
 - every tensor keeps its shape from step to step: buffers [B, K, T_max] with
@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.beam_search import Beams, SearchResult
+from keras_transformer.decoding.beam_search import Beams, SearchResult, hypotheses_to_settle
 
 
 def _frozen(active, new, old):
@@ -64,12 +64,13 @@ def segment_sizes(max_steps: int, first: Optional[int] = 16) -> Tuple[int, ...]:
 
 def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alpha, max_steps: int, constants=(),
                        eos_id=EOS_ID, bos_id=BOS_ID, segments: Optional[Sequence[int]] = None,
-                       grow_cache=None) -> SearchResult:
+                       grow_cache=None, num_hypotheses=None) -> SearchResult:
     """``beam_search.beam_search`` with static shapes; see the module docstring.
 
     step_fn(token_ids [B*K], step, cache, constants) -> (log_probs [B*K, V], cache) must keep the cache's shapes.
     beam_size K and max_steps T_max are Python ints; max_lengths [B] int (at most T_max; clipped to it);
-    alpha a float or scalar tensor. Returns sequences [B, K, T_max] (PAD after num_steps), scores [B, K].
+    alpha a float or scalar tensor; num_hypotheses N as in ``beam_search`` (default K). Returns sequences
+    [B, K, T_max] (PAD after num_steps), scores [B, K].
 
     segments: increasing Python ints T_1 < T_2 < ... < T_n = T_max (default (T_max,), one loop): steps
     T_{j-1}..T_j - 1 run in loop j with every position-indexed tensor T_j long; ``initial_cache`` holds T_1
@@ -81,6 +82,7 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
     assert len(sizes) == 1 or grow_cache is not None, "a search in segments needs grow_cache"
     max_lengths = tf.minimum(tf.cast(max_lengths, tf.int32), max_steps)  # [B]
     alpha = tf.cast(alpha, tf.float32)
+    n = hypotheses_to_settle(num_hypotheses, k)
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # the steps the longest item may take
 
@@ -88,7 +90,7 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
         log_probs, cache = step_fn(beams.last_tokens(i, bos_id), i, cache, constants)  # [B*K, V]
         new, source_beams = beams.expand(log_probs, i, k, alpha, eos_id)
         new = Beams(*(_frozen(active, n, o) for n, o in zip(new, beams)))  # stopped items keep theirs
-        stops = active & new.done(i, max_lengths, alpha)  # [B] the items that stop at this step
+        stops = active & new.done(i, max_lengths, alpha, n)  # [B] the items that stop at this step
         out_seq, out_scores = (_frozen(stops, x, out) for x, out in zip(new.results(i + 1, alpha),
                                                                         (out_seq, out_scores)))
         # The cache in one gather: row j*K + m takes its source beam's row; stopped items' rows stay put.
@@ -126,26 +128,29 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
 
 def compiled_search(model, beam_size: int, max_steps: int, jit_compile: bool = True, first_segment: Optional[int] = 16):
     """The search of ``model`` as one ``tf.function`` per (model, K, T_max, jit_compile, first_segment):
-    (source_ids [B, S] int32, max_lengths [B] int32, alpha [] float32) -> (sequences [B, K, T_max] int32,
-    scores [B, K] float32, num_steps [] int32). Traced once; under XLA compiled once per (B, S).
+    (source_ids [B, S] int32, max_lengths [B] int32, alpha [] float32, num_hypotheses [] int32) ->
+    (sequences [B, K, T_max] int32, scores [B, K] float32, num_steps [] int32). Traced once; under XLA compiled
+    once per (B, S).
     first_segment: the loops' cache sizes are ``segment_sizes(T_max, first_segment)`` (None: one loop)."""
     sizes = segment_sizes(max_steps, first_segment)
 
-    def search(model, source_ids, max_lengths, alpha):
+    def search(model, source_ids, max_lengths, alpha, num_hypotheses):
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size, sizes[0])
         return tuple(static_beam_search(step_fn, cache, beam_size, max_lengths, alpha, max_steps, constants,
-                                        segments=sizes, grow_cache=model_step.preallocate))
+                                        segments=sizes, grow_cache=model_step.preallocate,
+                                        num_hypotheses=num_hypotheses))
 
     return model_step.compiled_for(model, f"static_beam_search/{beam_size}/{max_steps}/{jit_compile}/{sizes}",
                                    search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([None], tf.int32, name="max_lengths"),
         tf.TensorSpec([], tf.float32, name="alpha"),
+        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
     ], jit_compile=jit_compile)
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, max_steps=None, jit_compile=True,
-                  first_segment: Optional[int] = 16):
+                  first_segment: Optional[int] = 16, num_hypotheses=None):
     """``beam_search.translate_ids`` (same results) by the static-shape search.
 
     source_ids [B, S] -> (sequences [B, K, T] int32, T = steps run; scores [B, K] float32). ``max_steps`` T_max
@@ -157,17 +162,19 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, ma
         max_steps = min(int(source_ids.shape[1]) + int(extra_length), model.config.max_length)
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
     search = compiled_search(model, int(beam_size), max_steps, jit_compile, first_segment)
-    sequences, scores, num_steps = search(source_ids, max_lengths, tf.cast(alpha, tf.float32))
+    sequences, scores, num_steps = search(source_ids, max_lengths, tf.cast(alpha, tf.float32),
+                                          hypotheses_to_settle(num_hypotheses, beam_size))
     return sequences[:, :, :num_steps], scores
 
 
 def bucketed_translate_ids(model, source_ids, alpha, extra_length, beam_size: int, max_extra_length: int,
-                           batch_sizes, source_lengths):
+                           batch_sizes, source_lengths, num_hypotheses=None):
     """The XLA search of source_ids [B, S] padded to static shapes: B rows to the smallest of ``batch_sizes``
     >= B (empty rows, maximum length 0), S columns to the smallest of ``source_lengths`` >= S (PAD), with
     T_max = that length + ``max_extra_length`` (at most ``model.config.max_length``). One compilation per
     (batch size, source length). Needs B <= batch_sizes[-1], S <= source_lengths[-1] and
-    extra_length <= max_extra_length; alpha and extra_length are tensors, beam_size a Python int.
+    extra_length <= max_extra_length; alpha, extra_length and num_hypotheses (default K) are tensors, beam_size
+    a Python int.
 
     -> (sequences [B, K, T] int32, T = steps run; scores [B, K] float32), as ``beam_search.translate_ids``.
     """
@@ -176,12 +183,13 @@ def bucketed_translate_ids(model, source_ids, alpha, extra_length, beam_size: in
     padded_rows = tf.pad(source_ids, [[0, rows - b], [0, 0]])  # [B', S]
     lengths = model_step.max_output_lengths(padded_rows, extra_length, model.config.max_length)  # [B']
     lengths = tf.where(tf.range(rows) < b, lengths, 0)  # the padding rows take no step
+    num_hypotheses = hypotheses_to_settle(num_hypotheses, beam_size)
 
     def search_at(columns):  # the branch for source length ``columns``
         def branch():
             search = compiled_search(model, beam_size, min(columns + max_extra_length, model.config.max_length))
             padded = tf.pad(padded_rows, [[0, 0], [0, columns - s]])  # [B', S']
-            sequences, scores, num_steps = search(padded, lengths, alpha)
+            sequences, scores, num_steps = search(padded, lengths, alpha, num_hypotheses)
             return sequences[:b, :, :num_steps], scores[:b]
         return branch
 

@@ -4,12 +4,13 @@
 
 A task's module (``tasks/translation/module.py``'s ``Translator``, ``tasks/parsing/module.py``'s ``Parser``)
 names its signature with options (``OPTIONS_SIGNATURE``) and writes ``_decode_text(inputs, beam_size,
-alpha, extra_length) -> {output: [B] ...}``; this base gives both text signatures, each checking its inputs
-in the graph first (``serving/checks.py``):
+alpha, extra_length, nbest) -> {output: [B] ...}``; this base gives both text signatures, each checking its
+inputs in the graph first (``serving/checks.py``):
 
-    serving_default        inputs [B] string -> the task's outputs, decoded with the recipe's defaults
+    serving_default        inputs [B] string -> the task's outputs for the best hypothesis, decoded with the
+                           recipe's defaults (nbest False: the search may stop once the best is settled)
     <OPTIONS_SIGNATURE>    inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
-                           -> the same outputs
+                           -> the same outputs, and n-best lists where the task has them (nbest True)
 
 The module tracks the ``tf.Variable`` inside each Keras variable (``model_variables``), not the Keras model:
 tracking the model saves each weight twice and leaves the handles the functions read uninitialised under
@@ -95,10 +96,10 @@ class ServingModule(tf.Module):
 
     def _text_with_options(self, inputs, beam_size, alpha, extra_length):
         return self._decode_text(checks.checked_rank(inputs, "inputs"),
-                                 *checks.checked_options(beam_size, alpha, extra_length))
+                                 *checks.checked_options(beam_size, alpha, extra_length), nbest=True)
 
     def _text_with_defaults(self, inputs):
-        return self._decode_text(checks.checked_rank(inputs, "inputs"), *self._defaults)
+        return self._decode_text(checks.checked_rank(inputs, "inputs"), *self._defaults, nbest=False)
 
-    def _decode_text(self, inputs, beam_size, alpha, extra_length) -> dict:
+    def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest: bool) -> dict:
         raise NotImplementedError

@@ -73,6 +73,23 @@ def test_length_penalty_changes_the_winner():
     np.testing.assert_allclose(scores[0], [short, long[0.0]], rtol=1e-5)
 
 
+def test_the_best_alone_is_settled_in_fewer_steps():
+    """num_hypotheses N = 1: the search stops once no alive beam can beat the best finished hypothesis."""
+    def run_n(n):
+        cache = {"x": tf.zeros([2, 1])}
+        result = tf.function(lambda: beam_search(table_step_fn(SHORT_OR_LONG), cache, 2, tf.constant([8]), 0.0,
+                                                 num_hypotheses=n))()
+        return result.sequences.numpy(), result.scores.numpy(), int(result.num_steps)
+
+    full, full_scores, full_steps = run_n(2)
+    best, best_scores, best_steps = run_n(1)
+    # After step 1 the alive A B (log 0.475) cannot beat EOS (log 0.5): the best is settled, 2 steps, not 3.
+    assert (full_steps, best_steps) == (3, 2)
+    assert strip(best[0, 0]) == strip(full[0, 0]) == [EOS_ID]
+    np.testing.assert_allclose(best_scores[0, 0], full_scores[0, 0], rtol=1e-6)
+    np.testing.assert_allclose(best_scores[0, 1], NEG_INF)  # A B EOS had not finished: an empty slot
+
+
 def test_an_item_that_reaches_its_maximum_length_keeps_empty_slots():
     sequences, scores, steps = run(table_step_fn(SHORT_OR_LONG), beam_size=2, max_lengths=[2], alpha=0.0)
     assert steps == 2
@@ -150,6 +167,16 @@ def check_coverage(variant, sequences):
     finished = (np.asarray(sequences) == EOS_ID).any(axis=(1, 2))  # [B]
     if variant == "eos_prone":  # otherwise the checks below would miss the finished and the mixed paths
         assert finished.any() and not finished.all(), "the eos_prone model no longer mixes finished/unfinished"
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.2])
+def test_the_best_alone_equals_the_best_of_the_full_n_best(model, sources, variant, alpha):
+    sequences, scores = (x.numpy() for x in translate_ids(model, sources, 4, alpha, 6))
+    best, best_scores = (x.numpy() for x in translate_ids(model, sources, 4, alpha, 6, num_hypotheses=1))
+    check_coverage(variant, sequences)
+    assert best.shape[2] <= sequences.shape[2]
+    assert [strip(s) for s in best[:, 0]] == [strip(s) for s in sequences[:, 0]]
+    np.testing.assert_array_equal(best_scores[:, 0], scores[:, 0])
 
 
 def test_beam_size_1_with_alpha_0_equals_greedy(model, sources):

@@ -16,17 +16,19 @@ NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}
 
 
 @pytest.mark.parametrize("segments", [None, (1, 2, 4, 12)])  # one loop; loops of 1, 1, 2 and 8 steps
-@pytest.mark.parametrize("table, k, max_lengths, alpha", [
-    (GARDEN_PATH, 2, [10, 3, 0], 0.0),  # stops after 2 steps; an item allowed no token keeps the start state
-    (GARDEN_PATH, 1, [10, 1], 0.6),
-    (NEVER_EOS, 3, [3, 6], 0.6),  # per-item maximum lengths, fallback to alive beams
+@pytest.mark.parametrize("table, k, max_lengths, alpha, n", [
+    (GARDEN_PATH, 2, [10, 3, 0], 0.0, 2),  # stops after 2 steps; an item allowed no token keeps the start state
+    (GARDEN_PATH, 2, [10, 3], 0.0, 1),  # the best alone
+    (GARDEN_PATH, 1, [10, 1], 0.6, 1),
+    (NEVER_EOS, 3, [3, 6], 0.6, 3),  # per-item maximum lengths, fallback to alive beams
 ])
-def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha, segments):
+def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha, n, segments):
     step_fn, t_max = table_step_fn(table), 12
     cache = {"x": tf.zeros([len(max_lengths) * k, 1])}
-    want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha))()
+    want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, num_hypotheses=n))()
     got = tf.function(lambda: static.static_beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, t_max,
-                                                        segments=segments, grow_cache=lambda c, t: c),
+                                                        segments=segments, grow_cache=lambda c, t: c,
+                                                        num_hypotheses=n),
                       jit_compile=True)()
     steps = int(want.num_steps)
     assert int(got.num_steps) == steps and got.sequences.shape == (len(max_lengths), k, t_max)
@@ -69,17 +71,19 @@ def eos_prone(model, sources):
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
-@pytest.mark.parametrize("beam_size, alpha, extra_length, rows", [
-    (4, 0.6, 6, [0, 1, 2, 3, 4]),
-    (1, 0.0, 5, [0, 1, 2, 3, 4]),
-    (4, 1.2, 10, [2, 3, 4]),
-    (4, 0.0, 3, [0]),
-    (1, 1.2, 8, [1, 4]),
+@pytest.mark.parametrize("beam_size, alpha, extra_length, rows, n", [
+    (4, 0.6, 6, [0, 1, 2, 3, 4], 4),
+    (4, 0.6, 6, [0, 1, 2, 3, 4], 1),
+    (1, 0.0, 5, [0, 1, 2, 3, 4], 1),
+    (4, 1.2, 10, [2, 3, 4], 4),
+    (4, 0.0, 3, [0], 4),
+    (1, 1.2, 8, [1, 4], 1),
 ])
-def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows, jit_compile):
+def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows, n, jit_compile):
     src = sources[rows]
-    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length)
-    got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length, jit_compile=jit_compile)
+    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length, num_hypotheses=n)
+    got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length, jit_compile=jit_compile,
+                                               num_hypotheses=n)
     np.testing.assert_array_equal(got_seq, want_seq)
     np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
 
@@ -123,6 +127,6 @@ def test_items_stop_at_different_steps(eos_prone, sources):
 def test_xla_search_compiles_once_per_shape(model, sources):
     search = static.compiled_search(model, 4, 20, jit_compile=True)
     lengths = model_step.max_output_lengths(sources, 4, 128)
-    search(sources, lengths, 0.6)
-    search(sources, lengths, 1.0)  # a new alpha: no new trace, no new compilation
+    search(sources, lengths, 0.6, 4)
+    search(sources, lengths, 1.0, 1)  # a new alpha and N: no new trace, no new compilation
     assert search.experimental_get_tracing_count() == 1

@@ -43,12 +43,17 @@ FRESH = textwrap.dedent("""
     import tensorflow_text  # noqa: F401
     loaded = tf.saved_model.load(full)
     text = loaded.signatures["serving_default"](inputs=tf.constant(request["strings"]))
+    options = loaded.signatures["translate_with_options"](inputs=tf.constant(request["strings"]),
+                                                          beam_size=tf.constant(4), alpha=tf.constant(0.6),
+                                                          extra_length=tf.constant(50))
     print(json.dumps({
         "without_text": without_text,
         "ids_only_sequences": ids["sequences"].numpy().tolist(),
         "translations": [t.decode("utf-8") for t in text["translations"].numpy()],
         "scores": text["scores"].numpy().tolist(),
-        "nbest_scores": text["nbest_scores"].numpy().tolist(),
+        "outputs": sorted(text),
+        "options_translations": [t.decode("utf-8") for t in options["translations"].numpy()],
+        "nbest_scores": options["nbest_scores"].numpy().tolist(),
         "project_imported": sorted(m for m in sys.modules if m.startswith("keras_transformer")),
     }))
 """)
@@ -89,7 +94,8 @@ def test_fresh_process_reproduces_eager_beam_search(eager, exported, ids_only):
     assert out["project_imported"] == []
     assert "SentencepieceOp" in out["without_text"]  # why --ids_only exists
     np.testing.assert_array_equal(out["ids_only_sequences"], sequences.numpy())
-    assert out["translations"] == expected and len(expected) == len(SENTENCES)
+    assert out["translations"] == out["options_translations"] == expected and len(expected) == len(SENTENCES)
+    assert out["outputs"] == ["scores", "translations"]  # serving_default: the best alone
     np.testing.assert_allclose(out["scores"], scores.numpy()[:, 0], rtol=1e-6)
     np.testing.assert_allclose(out["nbest_scores"], scores.numpy(), rtol=1e-6)
     assert (np.diff(scores.numpy(), axis=1) <= 0).all()  # n-best, best first
@@ -233,10 +239,10 @@ def test_serving_inputs_one_output_each(exported, eager):
     serve = loaded.signatures["serving_default"]
     for text in SENTENCES[1:6]:
         out = serve(inputs=tf.constant([text]))
-        assert out["translations"].shape == [1] and out["nbest_translations"].shape[0] == 1
+        assert out["translations"].shape == out["scores"].shape == [1] and set(out) == {"translations", "scores"}
         assert np.isfinite(out["scores"].numpy()).all()
     out = serve(inputs=tf.constant(SENTENCES))  # a batch mixing all of them
-    assert out["translations"].shape == [len(SENTENCES)] and out["nbest_scores"].shape == [len(SENTENCES), 4]
+    assert out["translations"].shape == [len(SENTENCES)]
     for t in out["translations"].numpy():
         t.decode("utf-8")  # valid UTF-8 even from byte pieces
     assert serve(inputs=tf.constant([], tf.string))["translations"].shape == [0]

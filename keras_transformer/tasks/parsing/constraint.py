@@ -1,7 +1,8 @@
 """Beam search that writes only well-formed trees (§6.3): the parser's vocabulary masked at every step.
 
     token_kinds(tokenizer)  -> TreeTokens(kinds [V] int32, word_starts [V] bool)
-    parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1)
+    parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1,
+              num_hypotheses=None)
         -> (sequences [B, K, T] int32, scores [B, K] float32)   as ``translate_ids``, every hypothesis a tree
 
 The parser's target is a linearized tree (``trees.py``), and each of its
@@ -42,7 +43,7 @@ from sentencepiece import sentencepiece_model_pb2
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.beam_search import beam_search, hypotheses_to_settle
 from keras_transformer.decoding.log_probs import as_log_probs
 from keras_transformer.decoding.parallel import in_parallel
 
@@ -120,7 +121,8 @@ def constrained_step_fn(step_fn, kinds):
     return wrapped
 
 
-def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, extra_length, parallel_searches):
+def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, extra_length, num_hypotheses,
+                     parallel_searches):
     def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
         words = count_words(source_ids, word_starts)  # [B']
         lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
@@ -130,17 +132,20 @@ def _parse_ids_model(model, source_ids, kinds, word_starts, beam_size, alpha, ex
         zeros = tf.zeros([rows], tf.int32)  # [B'*K]
         cache = {"model": cache, "tree": (zeros, zeros, zeros, zeros)}
         constants = {"model": constants, "words": words, "max_lengths": lengths}  # one row per item
-        result = beam_search(constrained_step_fn(step_fn, kinds), cache, beam_size, lengths, alpha, constants)
+        result = beam_search(constrained_step_fn(step_fn, kinds), cache, beam_size, lengths, alpha, constants,
+                             num_hypotheses=num_hypotheses)
         return result.sequences, result.scores
 
     return in_parallel(search, source_ids, parallel_searches)
 
 
-def parse_ids(model, source_ids, tokens: TreeTokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1):
+def parse_ids(model, source_ids, tokens: TreeTokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1,
+              num_hypotheses=None):
     """Constrained beam search (§6.3 defaults: beam 21, α 0.3, output up to input + 300).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32) with the
-    conventions of ``translate_ids``; every finished hypothesis is a tree over the item's words.
+    conventions of ``translate_ids`` (``num_hypotheses`` N, default K: the hypotheses that must be final before
+    an item stops); every finished hypothesis is a tree over the item's words.
     ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
     results). One ``tf.function`` per model and P, traced once (every other argument is a tensor of its signature).
     """
@@ -152,7 +157,9 @@ def parse_ids(model, source_ids, tokens: TreeTokens, beam_size=21, alpha=0.3, ex
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
+        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
     ])
     kinds, word_starts = tf.constant(tokens.kinds, tf.int32), tf.constant(tokens.word_starts, tf.bool)
     return fn(tf.cast(source_ids, tf.int32), kinds, word_starts, tf.cast(beam_size, tf.int32),
-              tf.cast(alpha, tf.float32), tf.cast(extra_length, tf.int32))
+              tf.cast(alpha, tf.float32), tf.cast(extra_length, tf.int32),
+              hypotheses_to_settle(num_hypotheses, beam_size))

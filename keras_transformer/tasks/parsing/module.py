@@ -96,10 +96,13 @@ class Parser(ServingModule):
         """(inputs, beam_size, alpha, extra_length) -> {"linearized", "scores"} of the plain beam search."""
         return self._untracked.unconstrained
 
-    def _decode_text(self, inputs, beam_size, alpha, extra_length):
+    def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
+        """The best tree of each input (no n-best outputs, whatever ``nbest``): each search stops once its best
+        hypothesis is settled (``num_hypotheses`` 1)."""
         source_ids = self.source_ids(inputs)  # [B, S]
         sequences, scores = constraint.parse_ids(self.model, source_ids, self._tokens, beam_size, alpha,
-                                                 extra_length, self.parallel_searches)  # [B, K, T], [B, K]
+                                                 extra_length, self.parallel_searches,
+                                                 num_hypotheses=1)  # [B, K, T], [B, K]
         linearized = self.tokenizer.detokenize(sequences[:, 0, :])  # [B]
         slots = constraint.count_words(source_ids, tf.constant(self._tokens.word_starts, tf.bool))  # [B]
         return {"trees": fill_slots(linearized, inputs, slots), "linearized": linearized, "scores": scores[:, 0]}
@@ -107,5 +110,5 @@ class Parser(ServingModule):
     def _unconstrained(self, inputs, beam_size, alpha, extra_length):
         inputs = checks.checked_rank(inputs, "inputs")  # [B]
         sequences, scores = translate_ids(self.model, self.source_ids(inputs), beam_size, alpha, extra_length,
-                                          self.parallel_searches)
+                                          self.parallel_searches, num_hypotheses=1)
         return {"linearized": self.tokenizer.detokenize(sequences[:, 0, :]), "scores": scores[:, 0]}
