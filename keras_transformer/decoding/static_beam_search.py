@@ -89,7 +89,7 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
     def step(i, active, beams, cache, out_seq, out_scores):  # position-indexed tensors T_j long, T_j static
         log_probs, cache = step_fn(beams.last_tokens(i, bos_id), i, cache, constants)  # [B*K, V]
         new, source_beams = beams.expand(log_probs, i, k, alpha, eos_id)
-        new = Beams(*(_frozen(active, n, o) for n, o in zip(new, beams)))  # stopped items keep theirs
+        new = Beams(*(_frozen(active, x, old) for x, old in zip(new, beams)))  # stopped items keep theirs
         stops = active & new.done(i, max_lengths, alpha, n)  # [B] the items that stop at this step
         out_seq, out_scores = (_frozen(stops, x, out) for x, out in zip(new.results(i + 1, alpha),
                                                                         (out_seq, out_scores)))
