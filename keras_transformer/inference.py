@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from keras_transformer import artifacts, tasks
 from keras_transformer.artifacts import Loaded
 from keras_transformer.checkpoints.state import resolve_checkpoint
@@ -48,7 +50,7 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     module = task.module(model, tokenizer, recipe)
     return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, recipe,
                   f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})", module,
-                  getattr(module, "linearize_unconstrained", None))
+                  getattr(module, "linearize_unconstrained", None), module.best_with_options())
 
 
 def _load_saved_model(path) -> Loaded:
@@ -66,7 +68,15 @@ def _load_saved_model(path) -> Loaded:
         return signature(inputs=inputs, beam_size=beam_size, alpha=alpha, extra_length=extra_length)
 
     decode = info["decode"]
-    return Loaded(call, (decode["beam_size"], decode["alpha"], decode["extra_length"]), recipe, str(path), loaded)
+    defaults = (decode["beam_size"], decode["alpha"], decode["extra_length"])
+    as_tensors = (np.int32(defaults[0]), np.float32(defaults[1]), np.int32(defaults[2]))
+
+    def best(inputs, beam_size, alpha, extra_length):  # serving_default where the options are its own
+        if (beam_size.numpy(), alpha.numpy(), extra_length.numpy()) == as_tensors:
+            return loaded.signatures["serving_default"](inputs=inputs)
+        return call(inputs, beam_size, alpha, extra_length)
+
+    return Loaded(call, defaults, recipe, str(path), loaded, best=best)
 
 
 def task_of(loaded: Loaded) -> tasks.Task:

@@ -19,6 +19,7 @@ TF1-style loaders (saved_model_cli run, TF Serving). The model itself is held ou
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Tuple
 
@@ -94,9 +95,15 @@ class ServingModule(tf.Module):
         source_ids = append_eos(self._tokenizer.source.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
         return checks.truncate_source(source_ids, self._max_source_length)  # [B, S]
 
-    def _text_with_options(self, inputs, beam_size, alpha, extra_length):
+    def best_with_options(self):
+        """A ``tf.function`` that decodes as <OPTIONS_SIGNATURE> but returns the best hypothesis alone, as
+        ``serving_default`` does (nbest False: the search may stop sooner); not part of the export."""
+        return tf.function(functools.partial(self._text_with_options, nbest=False),
+                           input_signature=[checks.STRINGS, *checks.OPTIONS])
+
+    def _text_with_options(self, inputs, beam_size, alpha, extra_length, nbest: bool = True):
         return self._decode_text(checks.checked_rank(inputs, "inputs"),
-                                 *checks.checked_options(beam_size, alpha, extra_length), nbest=True)
+                                 *checks.checked_options(beam_size, alpha, extra_length), nbest=nbest)
 
     def _text_with_defaults(self, inputs):
         return self._decode_text(checks.checked_rank(inputs, "inputs"), *self._defaults, nbest=False)

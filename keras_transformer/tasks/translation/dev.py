@@ -75,7 +75,8 @@ class DevBleu(keras.callbacks.Callback):
         """[B] source strings -> [B] detokenized best hypotheses (traced once per model)."""
         ids = self.tokenizer.source.tokenize(strings)[:, : self.model.config.max_length - 1]  # [B, (S - 1)]
         source_ids = append_eos(ids).to_tensor(PAD_ID)  # [B, S], EOS-terminated as in training
-        sequences, _ = translate_ids(self.model, source_ids, self.beam_size, self.alpha, self.extra_length)  # [B, K, T]
+        sequences, _ = translate_ids(self.model, source_ids, self.beam_size, self.alpha, self.extra_length,
+                                     num_hypotheses=1)  # [B, K, T]; the search may stop once the best is final
         return self.tokenizer.target.detokenize(sequences[:, 0, :])  # [B], best beam up to its EOS
 
     def translate(self) -> List[str]:

@@ -6,7 +6,9 @@
     format_nbest(NBest) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
-function. Lines are translated in batches of similar length (``decoding/lines.py``) and returned in their
+function; ``translate_lines`` through its best-only form where the model has one (``Loaded.best``: a
+SavedModel's ``serving_default`` when the options are its own), whose search may stop sooner with the same
+translations. Lines are translated in batches of similar length (``decoding/lines.py``) and returned in their
 original order. A line break the model might emit (a byte piece: newline, or any other character
 ``str.splitlines`` breaks at) is replaced by a space, so output line i is always the translation of input
 line i.
@@ -35,7 +37,7 @@ def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     translations: List[Optional[str]] = [None] * len(lines)
     scores = np.zeros([len(lines)], np.float32)
-    for batch, out in run_batches(loaded.fn, lines, batch_size, options):
+    for batch, out in run_batches(loaded.best or loaded.fn, lines, batch_size, options):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
             translations[i] = one_line(text)
             scores[i] = score
