@@ -42,29 +42,29 @@ init_devices()
 fit_without_autotune()
 
 
-# Seconds the longest files took in a whole-suite run (2 xdist workers on a 2-core AVX2-only EPYC, 2026-11-27,
-# `pytest -q --durations=60` summed by file). Only their order matters: it decides which files start first.
+# Seconds the longest files took in a whole-suite run (2 xdist workers on a 2-core AVX2-only EPYC, 2026-11-28,
+# `pytest -q --durations=0` summed by file). Only their order matters: it decides which files start first.
 FILE_SECONDS = {
-    "tests/training/test_workdir.py": 377,
-    "tests/robustness/test_signals.py": 230,
-    "tests/parsing/test_parser_end_to_end.py": 223,
-    "tests/training/test_distributed.py": 208,
-    "tests/inference/test_xla_export.py": 169,
-    "tests/training/test_accumulation.py": 163,
-    "tests/test_job.py": 152,
-    "tests/training/test_training.py": 136,
-    "tests/bench/test_bench_smoke.py": 111,
-    "tests/robustness/test_data_fingerprint.py": 111,
-    "tests/training/test_train_cli.py": 109,
-    "tests/bench/test_bench_corpus_scale.py": 90,
-    "tests/parsing/test_shipped_parser.py": 81,
-    "tests/bench/test_bench_engines.py": 81,
-    "tests/robustness/test_pipeline_reruns.py": 79,
-    "tests/decoding/test_static_beam_search.py": 70,
-    "tests/inference/test_export.py": 56,
-    "tests/decoding/test_parallel.py": 54,
-    "tests/data/test_validation.py": 46,
-    "tests/robustness/test_workdir_faults.py": 44,
+    "tests/parsing/test_parser_end_to_end.py": 329,
+    "tests/decoding/test_static_beam_search.py": 224,
+    "tests/training/test_accumulation.py": 199,
+    "tests/robustness/test_signals.py": 191,
+    "tests/training/test_distributed.py": 172,
+    "tests/training/test_training.py": 161,
+    "tests/training/test_train_cli.py": 124,
+    "tests/parsing/test_shipped_parser.py": 120,
+    "tests/inference/test_xla_export.py": 119,
+    "tests/bench/test_bench_engines.py": 112,
+    "tests/bench/test_bench_corpus_scale.py": 103,
+    "tests/test_job.py": 103,
+    "tests/training/test_workdir.py": 102,
+    "tests/inference/test_export.py": 100,
+    "tests/robustness/test_pipeline_reruns.py": 95,
+    "tests/bench/test_bench_smoke.py": 94,
+    "tests/decoding/test_parallel.py": 92,
+    "tests/robustness/test_data_fingerprint.py": 84,
+    "tests/test_params.py": 77,
+    "tests/inference/test_ctranslate2.py": 73,
 }
 
 
