@@ -1,7 +1,7 @@
 """Decoding many lines in batches of similar length, whatever decodes them.
 
     length_batches(lines, batch_size) -> [[index, ...], ...]   by increasing length
-    run_batches(fn, lines, batch_size, options) -> (indices of a batch, fn's outputs for it), batch by batch
+    run_batches(fn, lines, batch_size, options, in_flight=1) -> (indices of a batch, fn's outputs), batch by batch
     one_line(text) -> str   UTF-8 bytes as one line of text
 
 Lines are sorted by length (words, then characters) so that short lines are not padded to long ones; callers
@@ -10,6 +10,8 @@ put the outputs back in input order by the indices.
 
 from __future__ import annotations
 
+import collections
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, List, Sequence, Tuple
 
 import tensorflow as tf
@@ -23,14 +25,35 @@ def length_batches(lines: Sequence[str], batch_size: int) -> List[List[int]]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def run_batches(fn: Callable, lines: Sequence[str], batch_size: int,
-                options: Tuple[int, float, int]) -> Iterator[Tuple[List[int], dict]]:
+def run_batches(fn: Callable, lines: Sequence[str], batch_size: int, options: Tuple[int, float, int],
+                in_flight: int = 1) -> Iterator[Tuple[List[int], dict]]:
     """Yields (indices of the batch's lines, ``fn(inputs [B] string, beam_size, alpha, extra_length)``) over
-    length-sorted batches; ``options`` = (beam_size, alpha, extra_length)."""
+    length-sorted batches, in order; ``options`` = (beam_size, alpha, extra_length).
+
+    ``in_flight`` > 1 keeps that many batches decoding at once, each from its own thread (a TensorFlow function
+    releases the GIL while it runs): a core that has finished its part of one batch's search starts on the next
+    batch instead of waiting for the slowest item. Each batch's outputs are the same.
+    """
     beam_size, alpha, extra_length = options
     tensors = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32), tf.constant(extra_length, tf.int32))
-    for batch in length_batches(lines, batch_size):
-        yield batch, fn(tf.constant([lines[i] for i in batch], tf.string), *tensors)
+
+    def decode(batch):
+        return fn(tf.constant([lines[i] for i in batch], tf.string), *tensors)
+
+    batches = length_batches(lines, batch_size)
+    if in_flight <= 1:
+        for batch in batches:
+            yield batch, decode(batch)
+        return
+    with ThreadPoolExecutor(in_flight) as pool:
+        pending = collections.deque()
+        for batch in batches:
+            pending.append((batch, pool.submit(decode, batch)))
+            if len(pending) == in_flight:
+                batch, future = pending.popleft()
+                yield batch, future.result()
+        for batch, future in pending:
+            yield batch, future.result()
 
 
 # Every character str.splitlines() breaks at: none may split an output line, whatever reads it.

@@ -1,12 +1,14 @@
 """Translating many lines: batches by length, original order restored, the same results from either kind of model."""
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer import inference
 from keras_transformer.tasks.translation import lines as translation_lines
-from keras_transformer.decoding.lines import length_batches
+from keras_transformer.decoding.lines import length_batches, run_batches
 from keras_transformer import artifacts
 from tests.inference.support import run_cli
 
@@ -30,6 +32,19 @@ def test_batches_by_length_and_restores_order():
     np.testing.assert_array_equal(scores, [-len(line) for line in LINES])
     assert [c[0] for c in calls] == [["", "Kids.", "Two men.", "A girl is playing."], [LINES[0], LINES[4]]]
     assert {c[1:] for c in calls} == {(4, 0.0, 50)}  # unset options take the recipe's values
+
+
+def test_batches_in_flight_are_decoded_at_once_and_come_back_in_order():
+    two_at_once = threading.Barrier(2, timeout=30)  # passes only when two batches are being decoded together
+
+    def fake(inputs, beam_size, alpha, extra_length):
+        texts = [t.decode() for t in inputs.numpy()]
+        if texts[0] in ("", LINES[0]):  # the two batches of four lines (length order puts "" first)
+            two_at_once.wait()
+        return {"texts": texts}
+
+    got = [(batch, out["texts"]) for batch, out in run_batches(fake, LINES, 4, (4, 0.6, 50), in_flight=2)]
+    assert got == [(batch, [LINES[i] for i in batch]) for batch in length_batches(LINES, 4)]
 
 
 @pytest.mark.slow

@@ -8,10 +8,10 @@
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
 function; ``translate_lines`` through its best-only form where the model has one (``Loaded.best``: a
 SavedModel's ``serving_default`` when the options are its own), whose search may stop sooner with the same
-translations. Lines are translated in batches of similar length (``decoding/lines.py``) and returned in their
-original order. A line break the model might emit (a byte piece: newline, or any other character
-``str.splitlines`` breaks at) is replaced by a space, so output line i is always the translation of input
-line i.
+translations. Lines are translated in batches of similar length (``decoding/lines.py``; a TensorFlow model
+gets ``IN_FLIGHT_BATCHES`` of them at a time) and returned in their original order. A line break the model
+might emit (a byte piece: newline, or any other character ``str.splitlines`` breaks at) is replaced by a
+space, so output line i is always the translation of input line i.
 
 Scores are log P(Y|X) / lp(|Y|) with GNMT's lp(n) = ((5 + n) / 6)^α, |Y| counting the subwords and EOS
 (``keras_transformer.decoding``); ``kt-score`` gives the same number for a translation it is handed.
@@ -23,6 +23,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from keras_transformer.config import IN_FLIGHT_BATCHES
 from keras_transformer.decoding import NEG_INF
 from keras_transformer.decoding.lines import one_line, run_batches
 from keras_transformer.tasks.base import resolve_options
@@ -37,7 +38,7 @@ def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     translations: List[Optional[str]] = [None] * len(lines)
     scores = np.zeros([len(lines)], np.float32)
-    for batch, out in run_batches(loaded.best or loaded.fn, lines, batch_size, options):
+    for batch, out in run_batches(loaded.best or loaded.fn, lines, batch_size, options, _in_flight(loaded)):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
             translations[i] = one_line(text)
             scores[i] = score
@@ -66,13 +67,19 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
     translations: List[List[str]] = [[] for _ in lines]
     scores: List[List[float]] = [[] for _ in lines]
-    for batch, out in run_batches(loaded.fn, lines, batch_size, options):
+    for batch, out in run_batches(loaded.fn, lines, batch_size, options, _in_flight(loaded)):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
         for i, row_texts, row_scores in zip(batch, texts, values):
             kept = [(one_line(t), float(v)) for t, v in zip(row_texts, row_scores) if v > EMPTY_SLOT_SCORE]
             translations[i], scores[i] = [t for t, _ in kept], [v for _, v in kept]
     return NBest(translations, scores)
+
+
+def _in_flight(loaded) -> int:
+    """Batches decoded at once: IN_FLIGHT_BATCHES for a TensorFlow model, 1 for a CTranslate2 directory (its own
+    translator replicas share a batch)."""
+    return 1 if loaded.recipe is None else IN_FLIGHT_BATCHES
 
 
 def format_nbest(result: NBest) -> List[str]:
