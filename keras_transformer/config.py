@@ -267,8 +267,9 @@ PRECISIONS = ("float32", "bfloat16")
 # The beam searches an export deals a batch to, run at once by inter-op threads (decoding.parallel; kt-export
 # --parallel_searches): the benchmark machine's 2 cores (docs/benchmarks.md, "One thread per op, two searches at once").
 PARALLEL_SEARCHES = 2
-# Batches kt-translate and kt-evaluate keep decoding at once with a TensorFlow model (decoding.lines.run_batches):
-# 1.12x the sentences a second of one at a time on the 2-core benchmark machine (docs/benchmarks.md).
+# Batches kt-translate, kt-evaluate and the pipeline keep decoding at once with a TensorFlow translator
+# (decoding.lines.run_batches): 1.12x the sentences a second of one at a time on the 2-core benchmark machine
+# (docs/benchmarks.md).
 IN_FLIGHT_BATCHES = 2
 
 

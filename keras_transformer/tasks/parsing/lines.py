@@ -5,8 +5,10 @@
     evaluate(parser, gold_trees, ...) -> metric.score's dict + repaired, seconds, decoding options
 
 ``parser`` is an ``artifacts.Loaded`` parser (``inference.load``): a SavedModel's ``parse_with_options`` or a
-``Parser`` module's. ``parse_lines`` checks every tree in Python (one tree over exactly the input's words)
-and repairs any that is not (``trees.repair``), counting them: 0 with the constraint, by construction.
+``Parser`` module's, given length-sorted batches one at a time (``decoding.lines.run_batches``: two in flight
+gained nothing at beam 21 on the 2-core benchmark machine, where two searches per batch keep both cores
+busy). ``parse_lines`` checks every tree in Python (one tree over exactly the input's words) and repairs any
+that is not (``trees.repair``), counting them: 0 with the constraint, by construction.
 ``constrained=False`` (work directories only) decodes with the plain beam search and repairs in Python, which
 measures how often a free decoder's output is not a tree.
 """
@@ -18,9 +20,9 @@ import time
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
-from keras_transformer.decoding.lines import length_batches
+from keras_transformer.decoding.lines import run_batches
+from keras_transformer.tasks.base import resolve_options
 from keras_transformer.tasks.parsing import metric
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.tasks.parsing.module import split_words
@@ -48,15 +50,12 @@ def parse_lines(parser, sentences: Sequence[str], batch_size: int = 32,
     """Trees of ``sentences`` (space-separated words), in input order; None options take the recipe's."""
     if not constrained and parser.unconstrained is None:
         raise ValueError("constrained: unconstrained decoding needs a work directory, not a SavedModel")
-    options = tuple(d if v is None else v for v, d in zip((beam_size, alpha, extra_length), parser.defaults))
-    tensors = (tf.constant(options[0], tf.int32), tf.constant(options[1], tf.float32),
-               tf.constant(options[2], tf.int32))
+    options = resolve_options(parser, beam_size, alpha, extra_length)
     n = len(sentences)
     trees, linearized, scores = [""] * n, [""] * n, np.zeros([n], np.float32)
     repaired, problems = 0, collections.Counter()
-    for batch in length_batches(list(sentences), batch_size):
-        inputs = tf.constant([sentences[i] for i in batch], tf.string)
-        out = (parser.fn if constrained else parser.unconstrained)(inputs, *tensors)
+    fn = parser.fn if constrained else parser.unconstrained
+    for batch, out in run_batches(fn, list(sentences), batch_size, options):
         made = out["trees"].numpy() if constrained else [b""] * len(batch)
         for i, tree, sequence, score in zip(batch, made, out["linearized"].numpy(), out["scores"].numpy()):
             words = split_words(sentences[i])
@@ -84,7 +83,7 @@ def evaluate(parser, gold_trees: Sequence[trees_lib.Tree], batch_size: int = 32,
     seconds = time.time() - start
     test = [trees_lib.read_trees(tree)[0] for tree in parses.trees]
     scores = metric.score(gold_trees, test)
-    options = dict(zip(("beam_size", "alpha", "extra_length"), (
-        d if v is None else v for v, d in zip((beam_size, alpha, extra_length), parser.defaults))))
+    options = dict(zip(("beam_size", "alpha", "extra_length"), resolve_options(parser, beam_size, alpha,
+                                                                               extra_length)))
     return dict(scores, repaired=parses.repaired, repair_problems=dict(parses.problems), constrained=constrained,
                 seconds=round(seconds, 2), **options), parses
