@@ -69,10 +69,10 @@ def _load_saved_model(path) -> Loaded:
 
     decode = info["decode"]
     defaults = (decode["beam_size"], decode["alpha"], decode["extra_length"])
-    as_tensors = (np.int32(defaults[0]), np.float32(defaults[1]), np.int32(defaults[2]))
+    own_options = (np.int32(defaults[0]), np.float32(defaults[1]), np.int32(defaults[2]))  # as the tensors hold them
 
     def best(inputs, beam_size, alpha, extra_length):  # serving_default where the options are its own
-        if (beam_size.numpy(), alpha.numpy(), extra_length.numpy()) == as_tensors:
+        if (beam_size.numpy(), alpha.numpy(), extra_length.numpy()) == own_options:
             return loaded.signatures["serving_default"](inputs=inputs)
         return call(inputs, beam_size, alpha, extra_length)
 
