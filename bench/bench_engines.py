@@ -16,6 +16,9 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
     saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)
     saved_model_xla      the same with the search compiled by XLA (kt-export --jit_compile, default buckets); its
                          warm-up requests compile every bucket at load (load_seconds), as TF Serving does
+    saved_model_heuristic, saved_model_xla_heuristic
+                         saved_model and saved_model_xla with kt-export --stop_rule=heuristic (an input's search
+                         stops as if its unfinished hypotheses ended now, as CTranslate2 and HF generate stop)
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")
@@ -47,6 +50,7 @@ SavedModel's; BLEU is keras_transformer.tasks.translation.metric.score (sacreBLE
 these sentences. A peer whose package is missing is skipped with a note; the benchmark runs with TensorFlow only.
 """
 
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -71,7 +75,8 @@ from keras_transformer import artifacts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-ALL_SYSTEMS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "ctranslate2_float32", "ctranslate2_int8",
+OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_heuristic", "saved_model_xla_heuristic")
+ALL_SYSTEMS = (*OURS, "ctranslate2_float32", "ctranslate2_int8",
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
                "kt_ctranslate2_gnmt_int8", "hf", "hf_gnmt")
 
@@ -99,6 +104,8 @@ FLAGS = flags.FLAGS
 LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "saved_model_bfloat16": "keras_transformer SavedModel, --precision=bfloat16",
           "saved_model_xla": "keras_transformer SavedModel, --jit_compile (XLA)",
+          "saved_model_heuristic": "keras_transformer SavedModel, --stop_rule=heuristic",
+          "saved_model_xla_heuristic": "keras_transformer SavedModel, --jit_compile --stop_rule=heuristic",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (kt-translate, native search)",
@@ -146,10 +153,13 @@ def prepare(systems, workdir, model, recipe, tok):
     ready, skipped = {}, {}
     for system in systems:
         path = os.path.join(workdir, system)
-        if system in ("saved_model", "saved_model_bfloat16", "saved_model_xla"):
+        if system in OURS:
             precision = "bfloat16" if system.endswith("bfloat16") else "float32"
-            tasks.export(export.with_precision(model, precision), tok, recipe, path,
-                         parallel_searches=FLAGS.inter_threads, xla=XlaBuckets() if system.endswith("xla") else None)
+            stop_rule = "heuristic" if system.endswith("heuristic") else "exact"
+            tasks.export(export.with_precision(model, precision), tok,
+                         dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule=stop_rule)),
+                         path, parallel_searches=FLAGS.inter_threads,
+                         xla=XlaBuckets() if "_xla" in system else None)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]

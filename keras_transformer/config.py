@@ -241,8 +241,13 @@ class DecodeConfig:
     # with each α here after training and keeps the best by cased BLEU (ties: the first) for the test set and the
     # export; empty -> ``alpha`` as given.
     alpha_grid: Tuple[float, ...] = ()
+    # When an input's search stops (decoding/beam_search.py): "exact" (no unfinished hypothesis could beat the
+    # best even at its maximum length: what the search would find without stopping) or "heuristic" (as if the
+    # unfinished ones ended now: Hugging Face generate's default; sooner, and it may change a translation).
+    stop_rule: str = "exact"
 
     def __post_init__(self):
+        _require(self.stop_rule in STOP_RULES, "stop_rule", f"must be one of {', '.join(STOP_RULES)}")
         for name in DECODE_OPTIONS:
             problem = decode_option_error(name, getattr(self, name))
             _require(problem is None, name, problem or "")
@@ -251,6 +256,8 @@ class DecodeConfig:
             _require(problem is None, "alpha_grid", problem or "")
         _require(self.average_checkpoints >= 1, "average_checkpoints", "must be >= 1")
 
+
+STOP_RULES = ("exact", "heuristic")  # DecodeConfig.stop_rule
 
 # The decoding options' valid values, defined once: DecodeConfig, the inference flags (--beam_size, --alpha,
 # --extra_length) and the exported signatures' in-graph asserts (serving/checks.py) all check these rules.

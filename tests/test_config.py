@@ -20,6 +20,7 @@ from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Reci
     (TrainConfig, "label_smoothing", 1.0),
     (DecodeConfig, "alpha_grid", (0.6, -1.0)),
     (DecodeConfig, "alpha_grid", (float("nan"),)),
+    (DecodeConfig, "stop_rule", "soon"),
 ])
 def test_invalid_values_name_the_field(cls, field, value):
     with pytest.raises(ValueError, match=field):

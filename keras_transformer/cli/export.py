@@ -4,6 +4,7 @@
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_ids --ids_only
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_bf16 --precision=bfloat16
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_xla --jit_compile
+    kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_fast --stop_rule=heuristic
     kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
         --export_dir=saved_models/multi30k_en_de_ct2_int8
 
@@ -17,12 +18,13 @@ ctranslate2 package), which kt-translate and kt-evaluate serve like a SavedModel
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from absl import flags
 
 from keras_transformer.cli import common
-from keras_transformer.config import PARALLEL_SEARCHES, PRECISIONS
+from keras_transformer.config import PARALLEL_SEARCHES, PRECISIONS, STOP_RULES
 from keras_transformer.engines import QUANTIZATIONS
 
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/) or an exported "
@@ -55,6 +57,11 @@ flags.DEFINE_list("xla_batch_sizes", None, "With --jit_compile: the batch sizes 
 flags.DEFINE_list("xla_source_lengths", None, "With --jit_compile: the source lengths (tokens, EOS included) "
                   "inputs are padded to, increasing; the export's max_source_length is always the last "
                   "(default 16,32).")
+flags.DEFINE_enum("stop_rule", None, list(STOP_RULES),
+                  "With --format=saved_model: when a search stops an input (default: the recipe's, exact). exact: "
+                  "once no unfinished hypothesis could beat the best at its maximum length, the translations of "
+                  "a search that never stops early; heuristic: as if the unfinished ones ended now (Hugging Face "
+                  "generate's default): fewer steps, and some translations change. Translation models only.")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
@@ -70,7 +77,7 @@ def _check_flags() -> None:
             if FLAGS[name].present:
                 common.fail(f"--{name}: applies with --jit_compile only")
     if FLAGS.format == "ctranslate2":
-        for name in ("ids_only", "parallel_searches", "precision", "jit_compile"):
+        for name in ("ids_only", "parallel_searches", "precision", "jit_compile", "stop_rule"):
             if FLAGS[name].present:
                 common.fail(f"--{name}: applies to --format=saved_model only")
         from keras_transformer.engines import import_ctranslate2
@@ -173,6 +180,8 @@ def main(argv):
     try:
         model, recipe, tok = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
         info = _source_info(FLAGS.model, FLAGS.checkpoint)
+        if FLAGS.stop_rule:  # the export's recipe records it
+            recipe = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule=FLAGS.stop_rule))
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
     if FLAGS.format == "ctranslate2":
@@ -192,7 +201,7 @@ def main(argv):
             writer.write(module, FLAGS.export_dir, info=info)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
-        except ValueError as e:  # --ids_only or --jit_compile for a parser
+        except ValueError as e:  # --ids_only, --jit_compile or --stop_rule for a parser
             common.fail_with(e)
         what = "a SavedModel" + (" (XLA-compiled search; serve with --xla_cpu_compilation_enabled=true)" if xla
                                  else "")

@@ -22,7 +22,13 @@ only fall and lp only grows, so log P_alive / lp(max_length) bounds every
 extension for any α >= 0, and no later hypothesis can enter the N best. N = K
 (the default) fills the n-best list that reranking and MBR read; N = 1 stops as
 soon as the best hypothesis is settled, with the same best hypothesis and score
-in fewer steps (the later n-best slots then hold what had finished). A stopped item
+in fewer steps (the later n-best slots then hold what had finished).
+
+That is ``stop_rule="exact"``, the default. ``stop_rule="heuristic"`` scores the best alive beam as if it
+ended at this step, log P_alive / lp(i + 1), instead of at its maximum length: the rule of Hugging Face's
+``generate`` (``early_stopping=False``, its default). It stops sooner, since with α > 0 the bound at the
+maximum length is loose, but a longer hypothesis found later could have won: the translations may differ
+(measured in docs/benchmarks.md). A stopped item
 leaves the search: its result is written out and its rows are dropped from
 every loop tensor and cache, so the remaining steps spend no work on it. The
 ``tf.while_loop`` ends when no item is left.
@@ -62,6 +68,7 @@ from typing import NamedTuple, Tuple
 import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
+from keras_transformer.config import STOP_RULES
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, columns, smallest
 from keras_transformer.decoding.parallel import in_parallel
@@ -76,6 +83,12 @@ class SearchResult(NamedTuple):
 def length_penalty(length, alpha):
     """GNMT lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016, Eq. 14). length: any shape; returns float32."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def check_stop_rule(stop_rule: str) -> str:
+    if stop_rule not in STOP_RULES:
+        raise ValueError(f"stop_rule: {stop_rule!r}; expected one of {', '.join(STOP_RULES)}")
+    return stop_rule
 
 
 def hypotheses_to_settle(num_hypotheses, beam_size):
@@ -148,10 +161,12 @@ class Beams(NamedTuple):
             _gather_beams(tf.concat([self.finished_flags, admit], axis=1), finished_pick))
         return beams, _gather_beams(top_beams, alive_pick)
 
-    def done(self, i, max_lengths, alpha, num_hypotheses):
+    def done(self, i, max_lengths, alpha, num_hypotheses, stop_rule="exact"):
         """[B] bool after step i: at the maximum length, or the N = ``num_hypotheses`` best finished (the
-        finished set is sorted, best first) that no alive beam can beat (N a Python int or scalar tensor)."""
-        best_alive = tf.reduce_max(self.alive_log_probs, axis=1) / length_penalty(max_lengths, alpha)  # [B]
+        finished set is sorted, best first) that no alive beam can beat (N a Python int or scalar tensor),
+        scored at its maximum length (``stop_rule`` "exact") or at this step ("heuristic")."""
+        scored_at = max_lengths if check_stop_rule(stop_rule) == "exact" else i + 1
+        best_alive = tf.reduce_max(self.alive_log_probs, axis=1) / length_penalty(scored_at, alpha)  # [B]
         finished = tf.where(self.finished_flags, self.finished_scores, NEG_INF)  # [B, K]
         nth_finished = tf.gather(finished, num_hypotheses - 1, axis=1)  # [B]
         return (i + 1 >= max_lengths) | (nth_finished > best_alive)
@@ -173,12 +188,13 @@ class _Items(NamedTuple):
 
 
 def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants=(), eos_id=EOS_ID,
-                bos_id=BOS_ID, num_hypotheses=None) -> SearchResult:
+                bos_id=BOS_ID, num_hypotheses=None, stop_rule="exact") -> SearchResult:
     """Beam search over ``step_fn`` (see the module docstring).
 
     initial_cache, constants: nests of tensors [B*K, ...]; max_lengths [B] int: most tokens (EOS included) per
     item; beam_size K, alpha and num_hypotheses N (1 <= N <= K, default K: the hypotheses that must be final
-    before an item stops) may be Python numbers or scalar tensors.
+    before an item stops) may be Python numbers or scalar tensors; ``stop_rule``: "exact" or "heuristic" (the
+    module docstring).
     """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     alpha = tf.cast(alpha, tf.float32)
@@ -195,7 +211,7 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
         log_probs, cache = step_fn(items.beams.last_tokens(i, bos_id), i, cache, constants)  # [B'*K, V]
         beams, source_beams = items.beams.expand(log_probs, i, k, alpha, eos_id)
         items = items._replace(beams=beams)
-        done = beams.done(i, items.max_lengths, alpha, n)  # [B']
+        done = beams.done(i, items.max_lengths, alpha, n, stop_rule)  # [B']
         keep = tf.cast(tf.where(~done)[:, 0], tf.int32)  # [B'']
 
         def retire():  # write the stopped items' results; the constants lose their rows
@@ -234,19 +250,20 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, parallel_searches):
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, parallel_searches,
+                       stop_rule):
     def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
         result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants,
-                             num_hypotheses=num_hypotheses)
+                             num_hypotheses=num_hypotheses, stop_rule=stop_rule)
         return result.sequences, result.scores
 
     return in_parallel(search, source_ids, parallel_searches)
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1,
-                  num_hypotheses=None):
+                  num_hypotheses=None, stop_rule="exact"):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
@@ -254,11 +271,13 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
     most ``model.config.max_length``; PAD and BOS are never emitted. ``num_hypotheses`` N (default K): an item
     stops once its N best hypotheses are final (N = 1: the best alone, in fewer steps; the module docstring).
     ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
-    results). Runs one ``tf.function`` per model and P, traced once: the other arguments are tensors in its
-    signature, so it also works inside an exported ``tf.function``.
+    results). ``stop_rule``: "exact" or "heuristic" (the module docstring). Runs one ``tf.function`` per model,
+    P and stop rule, traced once: the other arguments are tensors in its signature, so it also works inside an
+    exported ``tf.function``.
     """
-    search = functools.partial(_beam_search_model, parallel_searches=parallel_searches)
-    fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}", search, [
+    search = functools.partial(_beam_search_model, parallel_searches=parallel_searches,
+                               stop_rule=check_stop_rule(stop_rule))
+    fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}/{stop_rule}", search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),

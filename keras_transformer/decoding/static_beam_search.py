@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.beam_search import Beams, SearchResult, hypotheses_to_settle
+from keras_transformer.decoding.beam_search import Beams, SearchResult, check_stop_rule, hypotheses_to_settle
 
 
 def _frozen(active, new, old):
@@ -64,12 +64,13 @@ def segment_sizes(max_steps: int, first: Optional[int] = 16) -> Tuple[int, ...]:
 
 def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alpha, max_steps: int, constants=(),
                        eos_id=EOS_ID, bos_id=BOS_ID, segments: Optional[Sequence[int]] = None,
-                       grow_cache=None, num_hypotheses=None) -> SearchResult:
+                       grow_cache=None, num_hypotheses=None, stop_rule="exact") -> SearchResult:
     """``beam_search.beam_search`` with static shapes; see the module docstring.
 
     step_fn(token_ids [B*K], step, cache, constants) -> (log_probs [B*K, V], cache) must keep the cache's shapes.
     beam_size K and max_steps T_max are Python ints; max_lengths [B] int (at most T_max; clipped to it);
-    alpha a float or scalar tensor; num_hypotheses N as in ``beam_search`` (default K). Returns sequences
+    alpha a float or scalar tensor; num_hypotheses N and stop_rule as in ``beam_search`` (default K, "exact").
+    Returns sequences
     [B, K, T_max] (PAD after num_steps), scores [B, K].
 
     segments: increasing Python ints T_1 < T_2 < ... < T_n = T_max (default (T_max,), one loop): steps
@@ -90,7 +91,7 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
         log_probs, cache = step_fn(beams.last_tokens(i, bos_id), i, cache, constants)  # [B*K, V]
         new, source_beams = beams.expand(log_probs, i, k, alpha, eos_id)
         new = Beams(*(_frozen(active, x, old) for x, old in zip(new, beams)))  # stopped items keep theirs
-        stops = active & new.done(i, max_lengths, alpha, n)  # [B] the items that stop at this step
+        stops = active & new.done(i, max_lengths, alpha, n, stop_rule)  # [B] the items that stop at this step
         out_seq, out_scores = (_frozen(stops, x, out) for x, out in zip(new.results(i + 1, alpha),
                                                                         (out_seq, out_scores)))
         # The cache in one gather: row j*K + m takes its source beam's row; stopped items' rows stay put.
@@ -126,8 +127,9 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def compiled_search(model, beam_size: int, max_steps: int, jit_compile: bool = True, first_segment: Optional[int] = 16):
-    """The search of ``model`` as one ``tf.function`` per (model, K, T_max, jit_compile, first_segment):
+def compiled_search(model, beam_size: int, max_steps: int, jit_compile: bool = True, first_segment: Optional[int] = 16,
+                    stop_rule: str = "exact"):
+    """The search of ``model`` as one ``tf.function`` per (model, K, T_max, jit_compile, first_segment, stop_rule):
     (source_ids [B, S] int32, max_lengths [B] int32, alpha [] float32, num_hypotheses [] int32) ->
     (sequences [B, K, T_max] int32, scores [B, K] float32, num_steps [] int32). Traced once; under XLA compiled
     once per (B, S).
@@ -138,10 +140,10 @@ def compiled_search(model, beam_size: int, max_steps: int, jit_compile: bool = T
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size, sizes[0])
         return tuple(static_beam_search(step_fn, cache, beam_size, max_lengths, alpha, max_steps, constants,
                                         segments=sizes, grow_cache=model_step.preallocate,
-                                        num_hypotheses=num_hypotheses))
+                                        num_hypotheses=num_hypotheses, stop_rule=stop_rule))
 
-    return model_step.compiled_for(model, f"static_beam_search/{beam_size}/{max_steps}/{jit_compile}/{sizes}",
-                                   search, [
+    key = f"static_beam_search/{beam_size}/{max_steps}/{jit_compile}/{sizes}/{check_stop_rule(stop_rule)}"
+    return model_step.compiled_for(model, key, search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([None], tf.int32, name="max_lengths"),
         tf.TensorSpec([], tf.float32, name="alpha"),
@@ -150,25 +152,25 @@ def compiled_search(model, beam_size: int, max_steps: int, jit_compile: bool = T
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, max_steps=None, jit_compile=True,
-                  first_segment: Optional[int] = 16, num_hypotheses=None):
+                  first_segment: Optional[int] = 16, num_hypotheses=None, stop_rule="exact"):
     """``beam_search.translate_ids`` (same results) by the static-shape search.
 
     source_ids [B, S] -> (sequences [B, K, T] int32, T = steps run; scores [B, K] float32). ``max_steps`` T_max
     (default S + extra_length, at most ``model.config.max_length``) must cover every item's maximum length.
-    ``first_segment``: see ``compiled_search``.
+    ``first_segment``: see ``compiled_search``; ``stop_rule`` as in ``beam_search.translate_ids``.
     """
     source_ids = tf.cast(source_ids, tf.int32)
     if max_steps is None:
         max_steps = min(int(source_ids.shape[1]) + int(extra_length), model.config.max_length)
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
-    search = compiled_search(model, int(beam_size), max_steps, jit_compile, first_segment)
+    search = compiled_search(model, int(beam_size), max_steps, jit_compile, first_segment, stop_rule)
     sequences, scores, num_steps = search(source_ids, max_lengths, tf.cast(alpha, tf.float32),
                                           hypotheses_to_settle(num_hypotheses, beam_size))
     return sequences[:, :, :num_steps], scores
 
 
 def bucketed_translate_ids(model, source_ids, alpha, extra_length, beam_size: int, max_extra_length: int,
-                           batch_sizes, source_lengths, num_hypotheses=None):
+                           batch_sizes, source_lengths, num_hypotheses=None, stop_rule="exact"):
     """The XLA search of source_ids [B, S] padded to static shapes: B rows to the smallest of ``batch_sizes``
     >= B (empty rows, maximum length 0), S columns to the smallest of ``source_lengths`` >= S (PAD), with
     T_max = that length + ``max_extra_length`` (at most ``model.config.max_length``). One compilation per
@@ -187,7 +189,8 @@ def bucketed_translate_ids(model, source_ids, alpha, extra_length, beam_size: in
 
     def search_at(columns):  # the branch for source length ``columns``
         def branch():
-            search = compiled_search(model, beam_size, min(columns + max_extra_length, model.config.max_length))
+            search = compiled_search(model, beam_size, min(columns + max_extra_length, model.config.max_length),
+                                     stop_rule=stop_rule)
             padded = tf.pad(padded_rows, [[0, 0], [0, columns - s]])  # [B', S']
             sequences, scores, num_steps = search(padded, lengths, alpha, num_hypotheses)
             return sequences[:b, :, :num_steps], scores[:b]

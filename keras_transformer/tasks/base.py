@@ -34,11 +34,15 @@ class Task:
     sample_sentences: Tuple[str, ...] = ()  # what kt-pipeline's last stage decodes with the export
     nbest = False  # whether its exports return n-best lists (kt-translate --nbest)
     xla_search = False  # whether its exports can compile their search with XLA (kt-export --jit_compile)
+    stop_rules: Tuple[str, ...] = ("exact",)  # the DecodeConfig.stop_rule values its search takes
 
     def module(self, model, tokenizer, recipe: Recipe, with_text: bool = True,
                parallel_searches: int = PARALLEL_SEARCHES, xla=None):
         """The exported module over ``model`` (a ``serving.module.ServingModule``); ``xla``: ``XlaBuckets`` for an
         XLA-compiled search (kt-export --jit_compile), where the task has one (``xla_search``)."""
+        if recipe.decode.stop_rule not in self.stop_rules:
+            raise ValueError(f"--stop_rule: a {self.name} model's search takes {', '.join(self.stop_rules)} only, "
+                             f"not {recipe.decode.stop_rule}")
         if xla is None:
             return self.module_class(model, tokenizer, recipe, with_text=with_text,
                                      parallel_searches=parallel_searches)

@@ -6,11 +6,15 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import EOS_ID
+from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import greedy_translate_ids
 
 A, B_, C = 4, 5, 6  # ordinary tokens of the hand-made tables
 V = 7
+
+# A dip, then near-certainty: at α = 2, A B C EOS (P = 0.49 * 0.6 * 0.999²; log P / lp(4) = -0.545) beats EOS
+# (P = 0.5; -0.693), though after step 0 the alive A (log 0.49 / lp(1) = -0.713) looks worse than EOS.
+DIP = {BOS_ID: {EOS_ID: 0.5, A: 0.49}, A: {B_: 0.6, C: 0.4}, B_: {C: 0.999}, C: {EOS_ID: 0.999}}
 
 
 def table_step_fn(transitions):

@@ -90,6 +90,22 @@ def test_the_best_alone_is_settled_in_fewer_steps():
     np.testing.assert_allclose(best_scores[0, 1], NEG_INF)  # A B EOS had not finished: an empty slot
 
 
+def test_the_heuristic_rule_stops_sooner_and_can_miss_the_best():
+    """stop_rule "heuristic" scores the alive beams as if they ended at this step: after step 0 the alive A looks
+    worse than EOS and the search stops. The exact rule bounds A by log 0.49 / lp(8) and goes on to the better
+    A B C EOS (tables.DIP)."""
+    def run_rule(stop_rule):
+        cache = {"x": tf.zeros([2, 1])}
+        result = tf.function(lambda: beam_search(table_step_fn(tables.DIP), cache, 2, tf.constant([8]), 2.0,
+                                                 num_hypotheses=1, stop_rule=stop_rule))()
+        return strip(result.sequences[0, 0]), float(result.scores[0, 0]), int(result.num_steps)
+
+    assert run_rule("exact") == ([A, B_, C, EOS_ID], pytest.approx(np.log(0.49 * 0.6 * 0.999**2) / 1.5**2), 4)
+    assert run_rule("heuristic") == ([EOS_ID], pytest.approx(np.log(0.5)), 1)
+    with pytest.raises(ValueError, match="stop_rule: 'soon'; expected one of exact, heuristic"):
+        run_rule("soon")
+
+
 def test_an_item_that_reaches_its_maximum_length_keeps_empty_slots():
     sequences, scores, steps = run(table_step_fn(SHORT_OR_LONG), beam_size=2, max_lengths=[2], alpha=0.0)
     assert steps == 2

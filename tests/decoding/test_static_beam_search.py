@@ -16,19 +16,22 @@ NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}
 
 
 @pytest.mark.parametrize("segments", [None, (1, 2, 4, 12)])  # one loop; loops of 1, 1, 2 and 8 steps
-@pytest.mark.parametrize("table, k, max_lengths, alpha, n", [
-    (GARDEN_PATH, 2, [10, 3, 0], 0.0, 2),  # stops after 2 steps; an item allowed no token keeps the start state
-    (GARDEN_PATH, 2, [10, 3], 0.0, 1),  # the best alone
-    (GARDEN_PATH, 1, [10, 1], 0.6, 1),
-    (NEVER_EOS, 3, [3, 6], 0.6, 3),  # per-item maximum lengths, fallback to alive beams
+@pytest.mark.parametrize("table, k, max_lengths, alpha, n, stop_rule", [
+    (GARDEN_PATH, 2, [10, 3, 0], 0.0, 2, "exact"),  # stops after 2 steps; an item allowed no token: start state
+    (GARDEN_PATH, 2, [10, 3], 0.0, 1, "exact"),  # the best alone
+    (GARDEN_PATH, 1, [10, 1], 0.6, 1, "exact"),
+    (NEVER_EOS, 3, [3, 6], 0.6, 3, "exact"),  # per-item maximum lengths, fallback to alive beams
+    (tables.DIP, 2, [8, 8], 2.0, 1, "exact"),  # 4 steps
+    (tables.DIP, 2, [8, 3], 2.0, 1, "heuristic"),  # 1 step
 ])
-def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha, n, segments):
+def test_hand_made_tables_give_beam_search_results_under_xla(table, k, max_lengths, alpha, n, stop_rule, segments):
     step_fn, t_max = table_step_fn(table), 12
     cache = {"x": tf.zeros([len(max_lengths) * k, 1])}
-    want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, num_hypotheses=n))()
+    want = tf.function(lambda: beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, num_hypotheses=n,
+                                           stop_rule=stop_rule))()
     got = tf.function(lambda: static.static_beam_search(step_fn, cache, k, tf.constant(max_lengths), alpha, t_max,
                                                         segments=segments, grow_cache=lambda c, t: c,
-                                                        num_hypotheses=n),
+                                                        num_hypotheses=n, stop_rule=stop_rule),
                       jit_compile=True)()
     steps = int(want.num_steps)
     assert int(got.num_steps) == steps and got.sequences.shape == (len(max_lengths), k, t_max)
@@ -70,21 +73,24 @@ def eos_prone(model, sources):
         yield prone
 
 
-@pytest.mark.parametrize("beam_size, alpha, extra_length, rows, n, jit_compile", [
-    (4, 0.6, 6, [0, 1, 2, 3, 4], 4, True),
-    (4, 0.6, 6, [0, 1, 2, 3, 4], 4, False),  # the same search as a plain tf.function
-    (4, 0.6, 6, [0, 1, 2, 3, 4], 1, True),
-    (1, 0.0, 5, [0, 1, 2, 3, 4], 1, True),
-    (1, 0.0, 5, [0, 1, 2, 3, 4], 1, False),
-    (4, 1.2, 10, [2, 3, 4], 4, True),
-    (4, 0.0, 3, [0], 4, True),
-    (1, 1.2, 8, [1, 4], 1, True),
+@pytest.mark.parametrize("beam_size, alpha, extra_length, rows, n, jit_compile, stop_rule", [
+    (4, 0.6, 6, [0, 1, 2, 3, 4], 4, True, "exact"),
+    (4, 0.6, 6, [0, 1, 2, 3, 4], 4, False, "exact"),  # the same search as a plain tf.function
+    (4, 0.6, 6, [0, 1, 2, 3, 4], 1, True, "exact"),
+    (1, 0.0, 5, [0, 1, 2, 3, 4], 1, True, "exact"),
+    (1, 0.0, 5, [0, 1, 2, 3, 4], 1, False, "exact"),
+    (4, 1.2, 10, [2, 3, 4], 4, True, "exact"),
+    (4, 0.0, 3, [0], 4, True, "exact"),
+    (1, 1.2, 8, [1, 4], 1, True, "exact"),
+    (4, 1.2, 10, [0, 1, 2, 3, 4], 1, True, "heuristic"),
 ])
-def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows, n, jit_compile):
+def test_model_search_equals_beam_search(eos_prone, sources, beam_size, alpha, extra_length, rows, n, jit_compile,
+                                         stop_rule):
     src = sources[rows]
-    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length, num_hypotheses=n)
+    want_seq, want_scores = translate_ids(eos_prone, src, beam_size, alpha, extra_length, num_hypotheses=n,
+                                          stop_rule=stop_rule)
     got_seq, got_scores = static.translate_ids(eos_prone, src, beam_size, alpha, extra_length, jit_compile=jit_compile,
-                                               num_hypotheses=n)
+                                               num_hypotheses=n, stop_rule=stop_rule)
     np.testing.assert_array_equal(got_seq, want_seq)
     np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
 

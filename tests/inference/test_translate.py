@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import inference
+from keras_transformer import PAD_ID, inference
+from keras_transformer.data.tokenizer import append_eos
+from keras_transformer.serving import checks
+from keras_transformer.decoding import translate_ids
 from keras_transformer.tasks.translation import lines as translation_lines
 from keras_transformer.decoding.lines import length_batches, run_batches
 from keras_transformer import artifacts
@@ -75,3 +78,19 @@ def test_the_best_alone_is_the_best_of_the_nbest_search(trained_workdir, exporte
     inputs = tf.constant(LINES)
     assert set(export.best(inputs, beam_size, alpha, extra_length)) == {"translations", "scores"}  # serving_default
     assert "nbest_translations" in export.best(inputs, beam_size, tf.constant(1.2), extra_length)
+
+
+@pytest.mark.slow
+def test_an_export_records_its_stop_rule_and_searches_by_it(trained_workdir, tmp_path):
+    export_dir = tmp_path / "heuristic"
+    run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}", "--stop_rule=heuristic")
+    assert inference.load(export_dir).recipe.decode.stop_rule == "heuristic"
+    model, recipe, tok = artifacts.load_model(trained_workdir)
+    source_ids = append_eos(tok.tokenize(tf.constant(LINES))).to_tensor(PAD_ID)  # [B, S]
+    source_ids = checks.truncate_source(source_ids, checks.max_source_length(recipe))  # as the export reads them
+    got = tf.saved_model.load(str(export_dir)).signatures["translate_ids"](source_ids=source_ids)
+    d = recipe.decode
+    want_sequences, want_scores = translate_ids(model, source_ids, d.beam_size, d.alpha, d.extra_length,
+                                                stop_rule="heuristic")
+    np.testing.assert_array_equal(got["sequences"], want_sequences)
+    np.testing.assert_allclose(got["scores"], want_scores, rtol=1e-6)

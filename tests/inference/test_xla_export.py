@@ -104,6 +104,7 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, tmp_path):
     out = str(tmp_path / "out")
     cases = {
         ("--jit_compile", "--format=ctranslate2"): "error: --jit_compile: applies to --format=saved_model only",
+        ("--stop_rule=heuristic", "--format=ctranslate2"): "error: --stop_rule: applies to --format=saved_model only",
         ("--jit_compile", "--xla_batch_sizes=4,2"): "error: --xla_batch_sizes: must be strictly increasing, got 4, 2",
         ("--jit_compile", "--xla_source_lengths=8,x"): "error: --xla_source_lengths: expected integers, got 8,x",
         ("--xla_batch_sizes=1,2",): "error: --xla_batch_sizes: applies with --jit_compile only",

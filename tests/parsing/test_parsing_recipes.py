@@ -1,6 +1,11 @@
 """The parsing recipes hold §6.3's settings."""
 
+import dataclasses
+
+import pytest
+
 import recipes
+from keras_transformer import tasks
 from keras_transformer.model import count_parameters
 
 
@@ -28,3 +33,11 @@ def test_ptb_sample_decodes_as_the_paper():
     assert recipe.model.word_span and recipe.data.tree_leaves == "tag"  # chosen on dev (docs/parsing.md)
     assert 0.3 in recipe.decode.alpha_grid and recipe.train.keep_best_by == "val_f1"
     assert recipe.model.max_length >= recipe.data.max_length + recipe.decode.extra_length
+
+
+def test_a_parser_stops_its_search_by_the_exact_rule_only():
+    recipe = recipes.get("ptb_sample")
+    assert recipe.decode.stop_rule == "exact"
+    heuristic = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule="heuristic"))
+    with pytest.raises(ValueError, match="^--stop_rule: a parsing model's search takes exact only, not heuristic$"):
+        tasks.get(heuristic).module(None, None, heuristic)

@@ -23,7 +23,8 @@ unfinished one can beat (which never changes the best). Only an input that reach
 an input with none finished gets its K unfinished hypotheses instead, scored at that length.
 ``serving_default`` returns the best alone, so its search stops an input as soon as no unfinished hypothesis
 can beat its best finished one (``num_hypotheses`` 1 in ``decoding.beam_search``): the same translations and
-scores as ``translate_with_options``, in fewer steps.
+scores as ``translate_with_options``, in fewer steps. A recipe whose ``decode.stop_rule`` is "heuristic"
+(``kt-export --stop_rule=heuristic``) stops every search sooner, by a rule that may change translations.
 
 With ``xla`` (``kt-export --jit_compile``) a request decoded with the export's beam size and an
 extra_length no larger than its own runs the static-shape search compiled by XLA
@@ -87,7 +88,7 @@ class Translator(ServingModule):
         (default K): the hypotheses final when an item stops."""
         def default():
             return beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length, self.parallel_searches,
-                                      num_hypotheses)
+                                      num_hypotheses, self.recipe.decode.stop_rule)
 
         if self._xla is None:
             sequences, scores = default()
@@ -105,7 +106,7 @@ class Translator(ServingModule):
         search = functools.partial(bucketed_translate_ids, self.model, alpha=alpha, extra_length=extra_length,
                                    beam_size=k, max_extra_length=most, batch_sizes=self._xla.batch_sizes,
                                    source_lengths=self._xla.for_source(self.max_source_length),
-                                   num_hypotheses=num_hypotheses)
+                                   num_hypotheses=num_hypotheses, stop_rule=self.recipe.decode.stop_rule)
         return in_parallel(search, source_ids, self.parallel_searches)
 
     def extra_info(self) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from keras_transformer.config import STOP_RULES
 from keras_transformer.data import corpora
 from keras_transformer.tasks.base import Decoded, Task
 from keras_transformer.tasks.translation import lines, metric
@@ -18,6 +19,7 @@ class TranslationTask(Task):
     module_class = Translator
     nbest = True
     xla_search = True  # kt-export --jit_compile (decoding.static_beam_search)
+    stop_rules = STOP_RULES  # kt-export --stop_rule
     sample_sentences = (
         "A man in an orange hat starring at something.",
         "Two young children are playing soccer on a field.",
