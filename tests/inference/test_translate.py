@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import PAD_ID, inference
 from keras_transformer.data.tokenizer import append_eos
-from keras_transformer.serving import checks
+from keras_transformer.serving import checks, loading
 from keras_transformer.decoding import translate_ids
 from keras_transformer.tasks.translation import lines as translation_lines
 from keras_transformer.decoding.lines import length_batches, run_batches
@@ -83,8 +83,9 @@ def test_the_best_alone_is_the_best_of_the_nbest_search(trained_workdir, exporte
 @pytest.mark.slow
 def test_an_export_records_its_stop_rule_and_searches_by_it(trained_workdir, tmp_path):
     export_dir = tmp_path / "heuristic"
-    run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}", "--stop_rule=heuristic")
-    assert inference.load(export_dir).recipe.decode.stop_rule == "heuristic"
+    run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}", "--stop_rule=heuristic",
+            "--ids_only")
+    assert loading.read_info(export_dir)["recipe"]["decode"]["stop_rule"] == "heuristic"
     model, recipe, tok = artifacts.load_model(trained_workdir)
     source_ids = append_eos(tok.tokenize(tf.constant(LINES))).to_tensor(PAD_ID)  # [B, S]
     source_ids = checks.truncate_source(source_ids, checks.max_source_length(recipe))  # as the export reads them
