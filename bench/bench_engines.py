@@ -18,7 +18,7 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
                          warm-up requests compile every bucket at load (load_seconds), as TF Serving does
     saved_model_heuristic, saved_model_xla_heuristic
                          saved_model and saved_model_xla with kt-export --stop_rule=heuristic (an input's search
-                         stops as if its unfinished hypotheses ended now, as CTranslate2 and HF generate stop)
+                         stops as if its unfinished hypotheses ended now: HF generate's default rule)
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")

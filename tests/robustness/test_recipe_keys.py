@@ -36,7 +36,7 @@ def test_a_key_without_a_close_name_lists_the_valid_ones():
     d = _tiny()
     d["decode"]["zzzzzz"] = 1
     with pytest.raises(ValueError, match=r"^decode\.zzzzzz: unknown key; valid keys: alpha, alpha_grid, "
-                                         r"average_checkpoints, beam_size, extra_length$"):
+                                         r"average_checkpoints, beam_size, extra_length, stop_rule$"):
         Recipe.from_dict(d)
 
 
