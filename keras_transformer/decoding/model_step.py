@@ -128,11 +128,14 @@ _COMPILED = weakref.WeakKeyDictionary()
 def compiled_for(model, name, fn, input_signature, jit_compile=False):
     """``tf.function(lambda *args: fn(model, *args), input_signature, jit_compile)``, built once per (model, name).
 
-    The function holds the model weakly, so the cache does not keep models alive.
+    The function holds the model weakly, so the cache does not keep models alive. ``autograph=False``: the searches
+    and the model are written in TensorFlow's own control flow (``tf.while_loop``, ``tf.where``; Python ``if`` and
+    ``for`` only over Python values), so AutoGraph's source conversion would change nothing and costs most of a
+    search's tracing time (docs/serving.md, "Tracing"). The serving modules' functions that call these say the same.
     """
     per_model = _COMPILED.setdefault(model, {})
     if name not in per_model:
         ref = weakref.ref(model)
         per_model[name] = tf.function(lambda *args: fn(ref(), *args), input_signature=input_signature,
-                                      jit_compile=jit_compile)
+                                      jit_compile=jit_compile, autograph=False)
     return per_model[name]

@@ -50,8 +50,10 @@ class ServingModule(tf.Module):
         self.parallel_searches = parallel_searches  # beam searches a batch is dealt to (decoding/parallel.py)
         if with_text:
             setattr(self, self.OPTIONS_SIGNATURE,
-                    tf.function(self._text_with_options, input_signature=[checks.STRINGS, *checks.OPTIONS]))
-            self.serving_default = tf.function(self._text_with_defaults, input_signature=[checks.STRINGS])
+                    tf.function(self._text_with_options, input_signature=[checks.STRINGS, *checks.OPTIONS],
+                                autograph=False))
+            self.serving_default = tf.function(self._text_with_defaults, input_signature=[checks.STRINGS],
+                                               autograph=False)
 
     @property
     def model(self):
@@ -99,7 +101,7 @@ class ServingModule(tf.Module):
         """A ``tf.function`` that decodes as <OPTIONS_SIGNATURE> but returns the best hypothesis alone, as
         ``serving_default`` does (nbest False: the search may stop sooner); not part of the export."""
         return tf.function(functools.partial(self._text_with_options, nbest=False),
-                           input_signature=[checks.STRINGS, *checks.OPTIONS])
+                           input_signature=[checks.STRINGS, *checks.OPTIONS], autograph=False)
 
     def _text_with_options(self, inputs, beam_size, alpha, extra_length, nbest: bool = True):
         return self._decode_text(checks.checked_rank(inputs, "inputs"),

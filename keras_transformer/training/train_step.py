@@ -87,6 +87,9 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
         return losses.token_statistics(target_out_ids, logits, self.label_smoothing)  # [B, T, 4]
 
+    # Keras traces these inside its tf.function with AutoGraph on; they and everything they call are written in
+    # TensorFlow's own control flow (tf.cond below), so converting their source would only cost tracing time.
+    @tf.autograph.experimental.do_not_convert
     def train_step(self, data):
         with tf.GradientTape() as tape:
             stats = self._statistics(data, training=True)  # [B, T, 4]
@@ -100,6 +103,7 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         self.token_metrics.update_state(stats)
         return self._logs()
 
+    @tf.autograph.experimental.do_not_convert
     def test_step(self, data):
         self.token_metrics.update_state(self._statistics(data, training=False))
         return self._logs()

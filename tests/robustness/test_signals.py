@@ -16,6 +16,7 @@ from tests.robustness.training_runs import summary, train_flags
 from tests.support import failure_message, run_cli, start_cli
 
 STARTED = "step 50/"  # the first progress line printed when piped: training runs
+STEPS = 150  # a run's length: 100 steps left after STARTED
 
 
 def _interrupt(flags, signum, timeout=300):
@@ -34,11 +35,11 @@ def _interrupt(flags, signum, timeout=300):
 
 @pytest.fixture(scope="module")
 def uninterrupted(local_corpus, tmp_path_factory):
-    """{accumulation: weights digest} of uninterrupted 300-step runs."""
+    """{accumulation: weights digest} of uninterrupted runs of STEPS steps."""
     digests = {}
     for accumulation in (1, 2):
         workdir = tmp_path_factory.mktemp("whole") / "run"
-        run_cli("train", *train_flags(local_corpus, workdir, 300, f"--gradient_accumulation_steps={accumulation}"),
+        run_cli("train", *train_flags(local_corpus, workdir, STEPS, f"--gradient_accumulation_steps={accumulation}"),
                 timeout=600)
         digests[accumulation] = summary(workdir)["weights_sha256"]
     return digests
@@ -49,7 +50,7 @@ def uninterrupted(local_corpus, tmp_path_factory):
 def test_a_signal_saves_the_step_exits_and_the_same_command_resumes_bit_identically(
         local_corpus, uninterrupted, tmp_path, signum, code, accumulation):
     workdir = tmp_path / "run"
-    flags = train_flags(local_corpus, workdir, 300, f"--gradient_accumulation_steps={accumulation}")
+    flags = train_flags(local_corpus, workdir, STEPS, f"--gradient_accumulation_steps={accumulation}")
     first = _interrupt(flags, signum)
     assert first.returncode == code, failure_message(first, code)
     assert "Traceback" not in first.stderr
@@ -60,12 +61,12 @@ def test_a_signal_saves_the_step_exits_and_the_same_command_resumes_bit_identica
                          r"ckpt-(\d+); run the same command to resume", lines[0])
     assert match and match.group(1) == match.group(2), lines[0]
     step = int(match.group(1))
-    assert 50 <= step < 300  # stopped soon after the signal, long before the end
+    assert 50 <= step < STEPS  # stopped soon after the signal, long before the end
     assert (workdir / "checkpoints" / f"ckpt-{step}.index").is_file()
     assert not (workdir / "train_summary.json").exists()  # the run did not finish
 
     second = run_cli("train", *flags, timeout=600)  # the same command; the lock was released
-    assert "trained tiny to step 300" in second.stdout
+    assert f"trained tiny to step {STEPS}" in second.stdout
     assert summary(workdir)["resumed_from"] == step
     assert summary(workdir)["weights_sha256"] == uninterrupted[accumulation]
 

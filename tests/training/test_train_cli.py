@@ -23,11 +23,11 @@ def _scalars(logdir, tag):
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory, multi30k_dir):
-    """Train tiny for 300 steps, SIGKILL the process after its step-200 checkpoint, run the same command again."""
+    """Train tiny for 150 steps, SIGKILL the process after its step-100 checkpoint, run the same command again."""
     workdir = tmp_path_factory.mktemp("train") / "run"
-    flags = ["--recipe=tiny", f"--workdir={workdir}", "--train_steps=300", "--checkpoint_every=100", "--seed=7"]
+    flags = ["--recipe=tiny", f"--workdir={workdir}", "--train_steps=150", "--checkpoint_every=50", "--seed=7"]
     first = start_cli("train", *flags, stderr=subprocess.STDOUT)  # killed mid-run below
-    index = workdir / "checkpoints" / "ckpt-200.index"
+    index = workdir / "checkpoints" / "ckpt-100.index"
     deadline = time.time() + 400
     while not index.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.5)
@@ -43,9 +43,9 @@ def killed_and_resumed(tmp_path_factory, multi30k_dir):
 def test_restart_resumes_at_the_last_checkpoint_and_finishes(killed_and_resumed):
     workdir, second = killed_and_resumed
     summary = json.loads((workdir / "train_summary.json").read_text())
-    assert summary["resumed_from"] >= 200  # not from zero
-    assert summary["steps"] == 300
-    assert "trained tiny to step 300" in second.stdout
+    assert summary["resumed_from"] >= 100  # not from zero
+    assert summary["steps"] == 150
+    assert "trained tiny to step 150" in second.stdout
     # Every kept checkpoint restores cleanly (no corrupt file).
     from keras_transformer import training
     from keras_transformer.checkpoints import CheckpointState
@@ -56,7 +56,7 @@ def test_restart_resumes_at_the_last_checkpoint_and_finishes(killed_and_resumed)
     state = CheckpointState(model, str(workdir / "checkpoints"))
     for path in state.manager.checkpoints:
         tf.train.Checkpoint(model=model, optimizer=model.optimizer).restore(path).assert_existing_objects_matched()
-    assert int(model.optimizer.iterations.numpy()) == 300
+    assert int(model.optimizer.iterations.numpy()) == 150
 
 
 @pytest.mark.slow
@@ -64,8 +64,8 @@ def test_learning_rate_continues_from_the_restored_step(killed_and_resumed):
     workdir, _ = killed_and_resumed
     lr = _scalars(str(workdir / "tensorboard" / "train"), "learning_rate")
     schedule = NoamSchedule(64, 100, 2.0)  # tiny recipe: d_model 64, warmup 100, scale 2
-    assert 300 in lr
-    np.testing.assert_allclose(lr[300], float(schedule(300)), rtol=1e-5)
+    assert 150 in lr
+    np.testing.assert_allclose(lr[150], float(schedule(150)), rtol=1e-5)
 
 
 @pytest.mark.slow
@@ -73,8 +73,8 @@ def test_validation_loss_falls(killed_and_resumed):
     workdir, _ = killed_and_resumed
     val = _scalars(str(workdir / "tensorboard" / "validation"), "loss")
     steps = sorted(val)
-    assert steps[0] == 100 and steps[-1] == 300
-    assert val[300] < val[100] - 0.3, val
+    assert steps[0] == 50 and steps[-1] == 150
+    assert val[150] < val[50] - 0.3, val
 
 
 @pytest.mark.parametrize("flags,flag_name", [

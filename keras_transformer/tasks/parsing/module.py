@@ -89,7 +89,8 @@ class Parser(ServingModule):
         self._tokens = constraint.token_kinds(tokenizer)  # which pieces open, close and fill a slot
         # Not an attribute of the module, so not saved in the SavedModel: for measuring, from work directories.
         self._untracked.unconstrained = tf.function(self._unconstrained,
-                                                    input_signature=[checks.STRINGS, *checks.OPTIONS])
+                                                    input_signature=[checks.STRINGS, *checks.OPTIONS],
+                                                    autograph=False)
 
     @property
     def linearize_unconstrained(self):

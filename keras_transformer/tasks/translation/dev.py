@@ -69,7 +69,8 @@ class DevBleu(keras.callbacks.Callback):
 
     def set_model(self, model):
         super().set_model(model)
-        self._translate_fn = tf.function(self._translate_batch, input_signature=[tf.TensorSpec([None], tf.string)])
+        self._translate_fn = tf.function(self._translate_batch, input_signature=[tf.TensorSpec([None], tf.string)],
+                                         autograph=False)
 
     def _translate_batch(self, strings):
         """[B] source strings -> [B] detokenized best hypotheses (traced once per model)."""

@@ -65,8 +65,8 @@ class Translator(ServingModule):
         self._vocab_size = recipe.model.vocab_size
         self._xla = xla
         self.translate_ids_with_options = tf.function(self._ids_with_options,
-                                                      input_signature=[checks.IDS, *checks.OPTIONS])
-        self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS])
+                                                      input_signature=[checks.IDS, *checks.OPTIONS], autograph=False)
+        self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS], autograph=False)
 
     def signatures(self) -> dict:
         return {name: getattr(self, name) for name in self.text_signatures() + IDS_SIGNATURES}
