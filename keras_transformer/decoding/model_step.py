@@ -131,7 +131,7 @@ def compiled_for(model, name, fn, input_signature, jit_compile=False):
     The function holds the model weakly, so the cache does not keep models alive. ``autograph=False``: the searches
     and the model are written in TensorFlow's own control flow (``tf.while_loop``, ``tf.where``; Python ``if`` and
     ``for`` only over Python values), so AutoGraph's source conversion would change nothing and costs most of a
-    search's tracing time (docs/serving.md, "Tracing"). The serving modules' functions that call these say the same.
+    search's tracing time (docs/serving.md, "Tracing"). The serving modules' functions that call these pass it too.
     """
     per_model = _COMPILED.setdefault(model, {})
     if name not in per_model:
