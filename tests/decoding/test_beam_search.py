@@ -192,7 +192,9 @@ def test_the_best_alone_equals_the_best_of_the_full_n_best(model, sources, varia
     check_coverage(variant, sequences)
     assert best.shape[2] <= sequences.shape[2]
     assert [strip(s) for s in best[:, 0]] == [strip(s) for s in sequences[:, 0]]
-    np.testing.assert_array_equal(best_scores[:, 0], scores[:, 0])
+    # Equal up to float rounding: the best-only search drops an input once its best is final, so its later steps
+    # run on fewer rows, and the matmuls round by a batch's row count (1 ulp on an AVX-512 CPU).
+    np.testing.assert_allclose(best_scores[:, 0], scores[:, 0], rtol=1e-6, atol=1e-5)
 
 
 def test_beam_size_1_with_alpha_0_equals_greedy(model, sources):
