@@ -57,6 +57,11 @@ class ModelConfig:
     # during training each source piece is read as UNK with this probability (its position, word boundaries
     # and padding mask stay those of the real piece).
     source_token_dropout: float = 0.0
+    # Word dropout by frequency instead (Kiperwasser & Goldberg, 2016, on words; here on pieces): a source piece
+    # seen c times in the training sources is read as UNK with probability alpha / (alpha + c), so rare pieces
+    # often and frequent ones (function words, punctuation) almost never; the counts are kept with the weights
+    # (``Transformer.set_piece_counts``). 0 turns it off; it replaces ``source_token_dropout``, not adds to it.
+    source_token_dropout_alpha: float = 0.0
     # The same on the decoder input (target pieces but BOS; the model still learns to predict the real ones).
     target_token_dropout: float = 0.0
     positional: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 row E)
@@ -97,6 +102,10 @@ class ModelConfig:
         for name in ("dropout", "attention_dropout", "relu_dropout", "source_token_dropout", "target_token_dropout"):
             value = getattr(self, name)
             _require(0.0 <= value < 1.0, name, f"must be in [0, 1), got {value}")
+        _require(self.source_token_dropout_alpha >= 0.0, "source_token_dropout_alpha",
+                 f"must be >= 0, got {self.source_token_dropout_alpha}")
+        _require(not (self.source_token_dropout and self.source_token_dropout_alpha), "source_token_dropout_alpha",
+                 "replaces source_token_dropout: set one of the two, not both")
         _require(
             self.positional in ("sinusoidal", "learned"),
             "positional",

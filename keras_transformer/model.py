@@ -21,8 +21,9 @@ projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the sour
 has its own embedding over its own vocabulary and the target's matrix is the
 projection's (Press & Wolf, 2017). Dropout is applied to the sums of embeddings and positional
 encodings (§5.4); with ``source_token_dropout`` (not in the paper) training also reads each source piece as
-UNK with that probability (``read_as_unknown``), and with ``target_token_dropout`` each decoder input piece (its
-word alignment read from the real pieces). Logits are float32 also under mixed precision.
+UNK with that probability (``read_as_unknown``; with ``source_token_dropout_alpha`` a rarer piece more often),
+and with ``target_token_dropout`` each decoder input piece (its word alignment read from the real pieces).
+Logits are float32 also under mixed precision.
 """
 
 from __future__ import annotations
@@ -75,10 +76,13 @@ class Transformer(keras.Model):
                                                initializer="zeros", trainable=False, name="word_tables")
         if c.bracket_depth:
             self.depth_embedding = keras.layers.Embedding(MAX_DEPTH, c.d_model, name="bracket_depth")  # [64, D]
-        if c.source_token_dropout:  # created last: the other layers' seeds stay as without it
+        if c.source_token_dropout or c.source_token_dropout_alpha:  # created last: the other seeds stay as before
             self.token_dropout_seed = keras.random.SeedGenerator(name="source_token_dropout")
         if c.target_token_dropout:  # after the source's: a model without it draws as before
             self.target_dropout_seed = keras.random.SeedGenerator(name="target_token_dropout")
+        if c.source_token_dropout_alpha:  # [V] each piece's count c in the training sources (set_piece_counts)
+            self.piece_counts = self.add_weight(shape=(c.vocab_size,), initializer="zeros", dtype="float32",
+                                                trainable=False, name="source_piece_counts")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -95,18 +99,26 @@ class Transformer(keras.Model):
             x = x + ops.cast(aligned, x.dtype)
         return self.embedding_dropout(x, training=training)
 
+    @property
+    def _source_token_dropout(self) -> bool:
+        return bool(self.config.source_token_dropout or self.config.source_token_dropout_alpha)
+
     def read_as_unknown(self, ids, side="source"):
-        """ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout`` (``side="target"``:
-        ``target_token_dropout``); PAD, BOS and EOS kept."""
-        rate, seed = ((self.config.source_token_dropout, self.token_dropout_seed) if side == "source" else
-                      (self.config.target_token_dropout, self.target_dropout_seed))
+        """ids [B, S] -> [B, S]: each piece UNK with probability ``source_token_dropout``, or alpha / (alpha + c)
+        for a piece seen c times with ``source_token_dropout_alpha`` (``side="target"``: ``target_token_dropout``);
+        PAD, BOS and EOS kept."""
+        c = self.config
+        rate, seed = ((c.source_token_dropout, self.token_dropout_seed) if side == "source" else
+                      (c.target_token_dropout, self.target_dropout_seed))
+        if side == "source" and c.source_token_dropout_alpha:
+            rate = c.source_token_dropout_alpha / (c.source_token_dropout_alpha + ops.take(self.piece_counts, ids))
         drop = keras.random.uniform(ops.shape(ids), seed=seed) < rate  # [B, S]
         drop = ops.logical_and(ops.logical_and(drop, _text(ids)), ops.not_equal(ids, BOS_ID))
         return ops.where(drop, ops.cast(UNK_ID, ids.dtype), ids)
 
     def encode(self, source_ids, training=None):
         """source_ids [B, S] -> memory [B, S, D]; the mask (and the word tables) read the real pieces."""
-        read = self.read_as_unknown(source_ids) if training and self.config.source_token_dropout else source_ids
+        read = self.read_as_unknown(source_ids) if training and self._source_token_dropout else source_ids
         x = self._embed(read, training=training, embedding=self.source_embedding)
         return self.encoder(x, masks.padding_mask(source_ids), training=training)
 
@@ -136,6 +148,12 @@ class Transformer(keras.Model):
             raise ValueError("depth_change: given exactly when the model has bracket_depth")
         rows = [is_leaf, starts_word] + ([] if depth_change is None else [depth_change])
         self.word_tables.assign(ops.stack([ops.cast(row, self.word_tables.dtype) for row in rows]))
+
+    def set_piece_counts(self, counts):
+        """counts [V]: how often each source piece occurs in the training sources (``source_token_dropout_alpha``)."""
+        if not self.config.source_token_dropout_alpha:
+            raise ValueError("set_piece_counts: the model has no source_token_dropout_alpha")
+        self.piece_counts.assign(ops.cast(counts, "float32"))
 
     def _table(self, row, ids):
         """ids [...] -> [...] int32: word_tables[row] at ids (read as int32: mixed precision reads it in bf16)."""

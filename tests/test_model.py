@@ -135,6 +135,36 @@ def test_source_token_dropout_reads_real_pieces_as_unknown(small_config):
     assert (np.asarray(model.read_as_unknown(ids)) != read).any()  # a new draw each call
 
 
+def test_source_token_dropout_alpha_drops_a_piece_by_its_training_count(small_config):
+    """alpha / (alpha + c): a piece never seen is always UNK, one seen alpha times half the time, and one seen
+    10^9 times never; EOS and PAD stay."""
+    alpha = 3.0
+    model = build_model(dataclasses.replace(small_config, source_token_dropout_alpha=alpha))
+    counts = np.full(100, 1e9)
+    counts[10], counts[11] = 0, alpha
+    model.set_piece_counts(counts)
+    ids = np.full((64, 200), 12, np.int32)
+    ids[:, 0::3], ids[:, 1::3] = 10, 11
+    ids[:, 150] = EOS_ID
+    ids[:, 151:] = PAD_ID
+    read = np.asarray(model.read_as_unknown(ids))
+    np.testing.assert_array_equal(read[:, 150:], ids[:, 150:])
+    text = read[:, :150]
+    assert np.all(text[ids[:, :150] == 10] == UNK_ID)
+    np.testing.assert_array_equal(text[ids[:, :150] == 12], 12)
+    half = text[ids[:, :150] == 11]  # 3,200 pieces: 0.5 within 4 standard deviations
+    assert set(np.unique(half)) == {UNK_ID, 11} and abs((half == UNK_ID).mean() - 0.5) < 0.036
+
+
+def test_source_token_dropout_alpha_is_an_option_of_its_own(small_config):
+    with pytest.raises(ValueError, match="source_token_dropout_alpha.*not both"):
+        dataclasses.replace(small_config, source_token_dropout=0.2, source_token_dropout_alpha=1.0)
+    with pytest.raises(ValueError, match="source_token_dropout_alpha.*>= 0"):
+        dataclasses.replace(small_config, source_token_dropout_alpha=-1.0)
+    with pytest.raises(ValueError, match="no source_token_dropout_alpha"):
+        build_model(small_config).set_piece_counts(np.ones(100))
+
+
 def _aligned_with_and_without(small_config, **option):
     """Two word-aligning models with the same weights and word tables (piece 7 a leaf, even pieces start words),
     without dropout: one with ``option``, one without."""

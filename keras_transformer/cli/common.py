@@ -69,6 +69,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
     ("float", "relu_dropout", "Dropout on the FFN's inner ReLU activations (not in the paper)."),
     ("float", "source_token_dropout", "Word dropout: during training read each source piece as UNK with this "
      "probability (not in the paper)."),
+    ("float", "source_token_dropout_alpha", "Word dropout by frequency instead of --source_token_dropout: a source "
+     "piece seen c times in the training sources is read as UNK with probability alpha / (alpha + c)."),
     ("float", "target_token_dropout", "Word dropout on the decoder input: during training read each target piece "
      "but BOS as UNK with this probability (not in the paper)."),
     ("string", "norm", "Where each sub-layer's LayerNorm sits: post, LayerNorm(x + Sublayer(x)) as in §3.1; or pre, "

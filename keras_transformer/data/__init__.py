@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -52,4 +53,12 @@ def build_datasets(
     return train_ds, eval_ds, tok
 
 
-__all__ = ["build_datasets", "batching", "corpora", "tokenizer", "Tokenizer", "TokenizerPair"]
+def source_piece_counts(recipe, workdir, tok: Tokenizer, data_dir=None,
+                        corpus: corpora.Corpus = corpora.TEXT) -> np.ndarray:
+    """[V]: each source piece's count in the recipe's training split (``ModelConfig.source_token_dropout_alpha``)."""
+    cfg = recipe.data
+    pairs, _ = corpus.load_split(cfg, cfg.train_split, corpora.resolve_data_dir(data_dir), workdir)
+    return batching.count_source_pieces(pairs, tok, recipe.model.vocab_size)
+
+
+__all__ = ["build_datasets", "source_piece_counts", "batching", "corpora", "tokenizer", "Tokenizer", "TokenizerPair"]

@@ -238,6 +238,18 @@ def count_length_filter(pairs: tf.data.Dataset, tokenizer, cfg: DataConfig) -> L
     return LengthCounts(kept=int(kept), filtered=int(total - kept))
 
 
+def count_source_pieces(pairs: tf.data.Dataset, tokenizer, vocab_size: int) -> np.ndarray:
+    """[V] int64: how often each piece occurs in the tokenized sources of ``pairs``, EOS included (the counts of
+    ``ModelConfig.source_token_dropout_alpha``)."""
+
+    def count(sources, targets):  # [N] strings -> [V]
+        source = append_eos(tokenizer.source.tokenize(sources))  # [N, (S)]
+        return tf.math.bincount(source.flat_values, minlength=vocab_size, maxlength=vocab_size, dtype=tf.int64)
+
+    counts = pairs.batch(_TOKENIZE_CHUNK).map(count, num_parallel_calls=tf.data.AUTOTUNE)
+    return counts.reduce(tf.zeros([vocab_size], tf.int64), lambda total, c: total + c).numpy()
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchStats:
     """What one pass of batches holds; ``padding_efficiency_*`` = real tokens / padded tokens."""

@@ -25,7 +25,7 @@ from keras_transformer import _keras_compat, precision, tasks
 from keras_transformer.checkpoints import health as checkpoint_health
 from keras_transformer.checkpoints import state as checkpoints
 from keras_transformer.config import STRATEGIES, Recipe
-from keras_transformer.data import batching, build_datasets, tokenizer
+from keras_transformer.data import batching, build_datasets, source_piece_counts, tokenizer
 from keras_transformer.schedules import paper_adam
 from keras_transformer.tf_setup import quietly
 from keras_transformer.training import callbacks as kt_callbacks
@@ -193,8 +193,9 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     policy = precision.training_policy(t.mixed_precision, strategy,
                                        lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     model = compile_model(recipe, strategy, plan.accumulation, policy)
-    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
+    if recipe.model.align_words or recipe.model.source_token_dropout_alpha:
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
         tasks.get(recipe).prepare_model(model, tok)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
     start_step = state.restore(resume.intact) if resume.intact else 0
@@ -202,6 +203,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:
         init_from.initial_weights(t.init_from, model, recipe)
+    if recipe.model.source_token_dropout_alpha:  # after --init_from: the counts of this run's training split
+        model.set_piece_counts(source_piece_counts(recipe, workdir, tok, data_dir, corpus))
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
         return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),

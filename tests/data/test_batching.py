@@ -97,6 +97,15 @@ def test_length_filter_counts_and_drops(multi30k_tokenizer, multi30k_dir, data_d
     assert max(max(len(x), len(to)) for x, _, to in rows) <= 16
 
 
+def test_source_piece_counts_are_the_bincount_of_the_tokenized_sources(multi30k_tokenizer, multi30k_dir, data_dir):
+    pairs, _ = corpora.load_split(M30K, "val", data_dir)
+    xs = [x for x, _ in pairs.as_numpy_iterator()]
+    ids = np.concatenate([np.asarray(x + [EOS_ID]) for x in multi30k_tokenizer.tokenize(xs).to_list()])
+    counts = batching.count_source_pieces(pairs, multi30k_tokenizer, multi30k_tokenizer.vocab_size)
+    np.testing.assert_array_equal(counts, np.bincount(ids, minlength=multi30k_tokenizer.vocab_size))
+    assert counts[EOS_ID] == 1014 and counts.sum() == len(ids)
+
+
 def test_training_shapes_are_the_known_buckets_and_within_budget(multi30k_tokenizer, multi30k_dir, data_dir):
     pairs, _ = corpora.load_split(VAL, "val", data_dir)
     batches = batching.make_batches(pairs, multi30k_tokenizer, VAL, training=True, repeat=False)

@@ -131,3 +131,23 @@ def test_a_resumed_run_with_dropout_ends_with_the_weights_of_an_uninterrupted_on
     training.train(first, str(tmp_path / "split"), strategy="one_device", datasets=_datasets(), verbose=0)
     resumed = training.train(recipe, str(tmp_path / "split"), strategy="one_device", datasets=_datasets(), verbose=0)
     assert resumed.resumed_from == 3 and resumed.weights_sha256 == whole.weights_sha256
+
+
+@pytest.mark.slow
+def test_word_dropout_by_frequency_counts_the_training_sources(tiny_recipe, tmp_path, multi30k_dir):
+    """With source_token_dropout_alpha the trainer fills the model's piece counts from the recipe's training split
+    (tokenized by the run's own tokenizer) before the first step, and the checkpoints keep them."""
+    import dataclasses
+
+    from keras_transformer import data
+    from keras_transformer.checkpoints import restore_weights
+    from keras_transformer.data import tokenizer
+
+    recipe = _recipe(tiny_recipe, train_steps=3)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, source_token_dropout_alpha=2.0))
+    training.train(recipe, str(tmp_path), strategy="one_device", datasets=_datasets(), verbose=0)
+    expected = data.source_piece_counts(recipe, tmp_path, tokenizer.get_or_train(recipe, tmp_path))
+    model = training.compile_model(recipe)
+    restore_weights(model, CheckpointState(model, str(tmp_path / "checkpoints")).manager.latest_checkpoint)
+    np.testing.assert_array_equal(model.piece_counts.numpy(), expected)
+    assert expected.sum() > 29_000 * 10  # every piece of the ~29k training sentences, EOS included
