@@ -203,7 +203,8 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         logging.info("Resumed from step %d", start_step)
     elif fresh and t.init_from:
         init_from.initial_weights(t.init_from, model, recipe)
-    if recipe.model.source_token_dropout_alpha:  # after --init_from: the counts of this run's training split
+    # The piece counts of this run's training split, after --init_from; a resumed run's checkpoint holds them.
+    if recipe.model.source_token_dropout_alpha and not start_step:
         model.set_piece_counts(source_piece_counts(recipe, workdir, tok, data_dir, corpus))
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
