@@ -81,8 +81,9 @@ class Transformer(keras.Model):
         if c.target_token_dropout:  # after the source's: a model without it draws as before
             self.target_dropout_seed = keras.random.SeedGenerator(name="target_token_dropout")
         if c.source_token_dropout_alpha:  # [V] each piece's count c in the training sources (set_piece_counts)
+            # float32 under any policy: bfloat16 would neither hold the counts nor compare with the draws
             self.piece_counts = self.add_weight(shape=(c.vocab_size,), initializer="zeros", dtype="float32",
-                                                trainable=False, name="source_piece_counts")
+                                                trainable=False, autocast=False, name="source_piece_counts")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 

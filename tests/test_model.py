@@ -156,6 +156,19 @@ def test_source_token_dropout_alpha_drops_a_piece_by_its_training_count(small_co
     assert set(np.unique(half)) == {UNK_ID, 11} and abs((half == UNK_ID).mean() - 0.5) < 0.036
 
 
+def test_source_token_dropout_alpha_trains_under_mixed_bfloat16(small_config):
+    """The counts stay float32 inside a mixed_bfloat16 forward pass (no bfloat16 rate against float32 draws)."""
+    model = build_model(dataclasses.replace(small_config, source_token_dropout_alpha=3.0), "mixed_bfloat16")
+    counts = np.full(100, 1e9)
+    counts[10] = 0
+    model.set_piece_counts(counts)
+    src, tgt = _batch(np.random.default_rng(5))
+    src[:, 0] = 10
+    assert np.isfinite(np.asarray(model((src, tgt), training=True), np.float32)).all()
+    assert model.piece_counts.dtype == "float32"
+    np.testing.assert_array_equal(model.read_as_unknown(src)[:, 0], UNK_ID)
+
+
 def test_source_token_dropout_alpha_is_an_option_of_its_own(small_config):
     with pytest.raises(ValueError, match="source_token_dropout_alpha.*not both"):
         dataclasses.replace(small_config, source_token_dropout=0.2, source_token_dropout_alpha=1.0)
