@@ -53,9 +53,10 @@ class KeepBest(keras.callbacks.Callback):
     ``monitor`` is a key of the epoch logs: ``val_loss`` (lower is better) or a task's dev score, ``val_bleu``
     or ``val_f1`` (higher; logged by ``DevBleu`` or ``DevF1``, which must run first). ``directory/best.json``
     (``BEST_MANIFEST``) holds every validation's (step, score) and the kept ones, best first, so a resumed run
-    keeps its ranking and its patience. A validation fewer than ``min_gap`` steps after the one before takes that
-    one's place in the ranking: the checkpoint a time budget ends on, a step or two after a regular one, is
-    nearly the same weights, not a second checkpoint to average.
+    keeps its ranking and its patience. A validation fewer than ``min_gap`` steps after the one before competes
+    with that one alone: the checkpoint a time budget ends on, a few steps after a regular one, is nearly the same
+    weights, not a second checkpoint to average, so the better scoring of the two keeps the place (the earlier
+    on a tie).
     """
 
     def __init__(self, state: CheckpointState, directory: str, monitor: str, keep: int = 5, patience: int = 0,
@@ -82,11 +83,14 @@ class KeepBest(keras.callbacks.Callback):
         step, score = optimizer_step(self.model.optimizer), float(logs[self.monitor])
         if any(s == step for s, _ in self.history):
             return  # validated before an interruption; the ranking already has it
-        previous = self.history[-1][0] if self.history and step - self.history[-1][0] < self.min_gap else None
+        previous = self.history[-1] if self.history and step - self.history[-1][0] < self.min_gap else None
         self.history.append((step, score))
-        ranked = sorted([e for e in self.kept if e[0] != previous] + [(step, score)], key=self._rank)
-        dropped = [e for e in self.kept if e[0] == previous] + ranked[self.keep:]
+        if previous in self.kept and self._rank(previous) <= self._rank((step, score)):
+            ranked = list(self.kept)  # the near-twin before it scores as well and keeps the place
+        else:
+            ranked = sorted([e for e in self.kept if e != previous] + [(step, score)], key=self._rank)
         ranked = ranked[: self.keep]
+        dropped = [e for e in self.kept if e not in ranked]
         if (step, score) in ranked:
             self.state.write(os.path.join(self.directory, f"ckpt-{step}"))
         for old_step, _ in dropped:

@@ -90,12 +90,19 @@ def test_keep_best_by_bleu_is_higher_is_better_and_survives_a_restart(tmp_path):
         KeepBest(_State(), str(tmp_path), "val_loss", 2)
 
 
-def test_a_checkpoint_just_after_another_takes_its_place(tmp_path):
-    """A time budget ending a step after a regular checkpoint: the two are one model, not two to average."""
+def test_a_checkpoint_just_after_another_takes_its_place_if_it_scores_better(tmp_path):
+    """A time budget ending a step after a regular checkpoint: the two are one model, not two to average; the
+    better scoring of the two keeps the place."""
     callback, state, _ = _keep_best(tmp_path, "val_f1", [70.0, 72.0, 71.0, 71.5], keep=3, steps=[100, 200, 300, 301],
                                     min_gap=50)
-    assert callback.kept == [(200, 72.0), (301, 71.5), (100, 70.0)]  # 301 replaces 300, whatever their order
+    assert callback.kept == [(200, 72.0), (301, 71.5), (100, 70.0)]  # 301 replaces 300
     assert sorted(p.name for p in tmp_path.glob("*.index")) == ["ckpt-100.index", "ckpt-200.index", "ckpt-301.index"]
+    assert len(callback.history) == 4
+    (tmp_path / "worse").mkdir()
+    callback, state, _ = _keep_best(tmp_path / "worse", "val_f1", [70.0, 72.0, 71.5, 71.0], keep=3,
+                                    steps=[100, 200, 300, 301], min_gap=50)
+    assert callback.kept == [(200, 72.0), (300, 71.5), (100, 70.0)]  # 300 stays; 301 is not a second to average
+    assert [p.rsplit("-", 1)[1] for p in state.written] == ["100", "200", "300"]
     assert len(callback.history) == 4
     (tmp_path / "b").mkdir()
     callback, _, _ = _keep_best(tmp_path / "b", "val_f1", [70.0, 72.0, 71.0, 71.5], keep=3, steps=[100, 200, 300, 360],
