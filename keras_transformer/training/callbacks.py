@@ -93,8 +93,8 @@ class KeepBest(keras.callbacks.Callback):
         dropped = [e for e in self.kept if e not in ranked]
         if (step, score) in ranked:
             self.state.write(os.path.join(self.directory, f"ckpt-{step}"))
-        for old_step, _ in dropped:
-            if old_step != step and self.state.is_chief:
+        for old_step, _ in dropped:  # kept ones only: never this step, which is new to the history
+            if self.state.is_chief:
                 for path in tf.io.gfile.glob(os.path.join(self.directory, f"ckpt-{old_step}.*")):
                     tf.io.gfile.remove(path)
         self.kept = ranked
