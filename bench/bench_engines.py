@@ -16,9 +16,10 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
     saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)
     saved_model_xla      the same with the search compiled by XLA (kt-export --jit_compile, default buckets); its
                          warm-up requests compile every bucket at load (load_seconds), as TF Serving does
-    saved_model_heuristic, saved_model_xla_heuristic
-                         saved_model and saved_model_xla with kt-export --stop_rule=heuristic (an input's search
-                         stops as if its unfinished hypotheses ended now: HF generate's default rule)
+    saved_model_heuristic, saved_model_xla_heuristic, saved_model_bfloat16_heuristic
+                         saved_model, saved_model_xla and saved_model_bfloat16 with kt-export --stop_rule=heuristic
+                         (an input's search stops as if its unfinished hypotheses ended now: HF generate's default
+                         rule)
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")
@@ -75,7 +76,8 @@ from keras_transformer import artifacts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_heuristic", "saved_model_xla_heuristic")
+OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_heuristic", "saved_model_xla_heuristic",
+        "saved_model_bfloat16_heuristic")
 ALL_SYSTEMS = (*OURS, "ctranslate2_float32", "ctranslate2_int8",
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
                "kt_ctranslate2_gnmt_int8", "hf", "hf_gnmt")
@@ -106,6 +108,7 @@ LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "saved_model_xla": "keras_transformer SavedModel, --jit_compile (XLA)",
           "saved_model_heuristic": "keras_transformer SavedModel, --stop_rule=heuristic",
           "saved_model_xla_heuristic": "keras_transformer SavedModel, --jit_compile --stop_rule=heuristic",
+          "saved_model_bfloat16_heuristic": "keras_transformer SavedModel, --precision=bfloat16 --stop_rule=heuristic",
           "ctranslate2_float32": "CTranslate2 float32 (translate_batch)",
           "ctranslate2_int8": "CTranslate2 int8 (translate_batch)",
           "kt_ctranslate2_float32": "CTranslate2 float32 (kt-translate, native search)",
@@ -154,7 +157,7 @@ def prepare(systems, workdir, model, recipe, tok):
     for system in systems:
         path = os.path.join(workdir, system)
         if system in OURS:
-            precision = "bfloat16" if system.endswith("bfloat16") else "float32"
+            precision = "bfloat16" if "_bfloat16" in system else "float32"
             stop_rule = "heuristic" if system.endswith("heuristic") else "exact"
             tasks.export(export.with_precision(model, precision), tok,
                          dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule=stop_rule)),
