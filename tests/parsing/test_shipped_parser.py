@@ -1,6 +1,7 @@
 """The shipped parser, saved_models/ptb_sample: it parses with kt-parse out of the box into one well-formed tree
 over the input's words, and kt-evaluate-parser reproduces the scores stored in its metadata.json."""
 
+import dataclasses
 import json
 import os
 
@@ -29,7 +30,12 @@ def test_shipped_parser_is_small_and_records_what_reproduces_it(metadata):
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(SHIPPED) for f in files)
     assert size <= 50 * 2**20
     assert metadata["recipe"] == "ptb_sample" and metadata["command"].startswith("kt-pipeline --recipe=ptb_sample")
-    assert Recipe.from_dict(metadata["recipe_config"]) == recipes.get("ptb_sample")  # the recipe, no overrides
+    shipped = Recipe.from_dict(metadata["recipe_config"])
+    # the recipe with no override but --seed (the best of several seeds by dev F1), which the command names
+    expected = recipes.get("ptb_sample")
+    expected = dataclasses.replace(expected, train=dataclasses.replace(expected.train, seed=shipped.train.seed))
+    assert shipped == expected
+    assert shipped.train.seed == 1 or f"--seed={shipped.train.seed} " in metadata["command"]
     assert metadata["test_split"] == "test" and metadata["test_sentences"] > 100
     assert metadata["train_seconds"] <= 3600
     decode = metadata["decode"]
