@@ -80,12 +80,18 @@ class ModelConfig:
     # With align_words: the aligned input also holds a learned embedding of the brackets open after the prefix
     # (the depth the constrained search tracks; depths past 63 share one row), not counted by attention.
     bracket_depth: bool = False
+    # With align_words and tag leaves: an auxiliary loss, weighted by this, in which the encoder output at each
+    # word's first piece alone predicts the word's leaf (its POS tag) through a learned D x D map and the tied
+    # projection (multi-task tagging, as in Søgaard & Goldberg, 2016); training only, the decoder unchanged. 0: off.
+    tag_loss: float = 0.0
 
     def __post_init__(self):
         _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
         _require(self.d_model > 0, "d_model", f"must be positive, got {self.d_model}")
         _require(not self.word_span or self.align_words, "word_span", "needs align_words")
         _require(not self.bracket_depth or self.align_words, "bracket_depth", "needs align_words")
+        _require(not self.tag_loss or self.align_words, "tag_loss", "needs align_words")
+        _require(self.tag_loss >= 0.0, "tag_loss", f"must be >= 0, got {self.tag_loss}")
         _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
         _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
         _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")
@@ -349,6 +355,8 @@ class Recipe:
                  "shared_vocabulary", f"the {self.task} task reads and writes with one vocabulary; it cannot be False")
         _require(not self.model.align_words or "align_words" in TASK_FIELDS.get(self.task, ()), "align_words",
                  f"applies to the parsing task only (its leaves align to the input's words), not {self.task}")
+        _require(not self.model.tag_loss or self.data.tree_leaves == "tag", "tag_loss",
+                 f"needs tree_leaves='tag' (the leaves it predicts), not {self.data.tree_leaves!r}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

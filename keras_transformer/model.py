@@ -14,7 +14,9 @@ Liu, Zhu & Shi, 2018); with ``word_span`` also the outputs at the last piece of
 word k and of word k-1, the gap before word k (Stern et al., 2017); with
 ``bracket_depth`` also a learned embedding of the brackets open after the
 prefix (the depth the constrained search tracks), which a decoder attending over
-a long prefix otherwise has to count.
+a long prefix otherwise has to count. With ``tag_loss`` training also scores
+``word_tag_logits``: the encoder output at word k's first piece alone guessing
+the leaf (POS tag) the decoder writes for it.
 
 Source and target share one embedding matrix, which is also the pre-softmax
 projection (§3.4); with ``shared_vocabulary=False`` (not in the paper) the source
@@ -84,6 +86,8 @@ class Transformer(keras.Model):
             # float32 under any policy: bfloat16 would neither hold the counts nor compare with the draws
             self.piece_counts = self.add_weight(shape=(c.vocab_size,), initializer="zeros", dtype="float32",
                                                 trainable=False, autocast=False, name="source_piece_counts")
+        if c.tag_loss:  # W_tag [D, D]; built last (build()): the other weights start as without it
+            self.word_tagger = keras.layers.Dense(c.d_model, use_bias=False, name="word_tagger")
 
     # -- the full (teacher-forced) pass ----------------------------------------------------------
 
@@ -135,10 +139,18 @@ class Transformer(keras.Model):
         return ops.cast(self.embedding.logits(y), "float32")
 
     def call(self, inputs, training=None):
+        return self._forward(inputs, training)
+
+    def with_word_tags(self, inputs, training=None):
+        """(source_ids [B, S], target_in_ids [B, T]) -> (logits [B, T, V], word_tag_logits [B, T, V]); tag_loss."""
+        return self._forward(inputs, training, tags=True)
+
+    def _forward(self, inputs, training, tags=False):
         source_ids, target_in_ids = inputs
         memory = self.encode(source_ids, training=training)
         words = self.word_memory(source_ids, memory) if self.config.align_words else None
-        return self.decode(target_in_ids, memory, masks.padding_mask(source_ids), training=training, words=words)
+        logits = self.decode(target_in_ids, memory, masks.padding_mask(source_ids), training=training, words=words)
+        return (logits, self.word_tag_logits(target_in_ids, words)) if tags else logits
 
     # -- word alignment (config.align_words) -----------------------------------------------------
 
@@ -186,12 +198,24 @@ class Transformer(keras.Model):
         """target_in_ids [B, T], words [B, S, D or 3D] -> P · words[k_t] [B, T, D], k_t the leaves in target_in[:t+1]
         (the word the output at t comes to next); zeros once k_t is past the words. With ``bracket_depth`` plus
         the depth embedding of the brackets open after target_in[:t+1]."""
-        leaves = ops.cumsum(self._table(0, target_in_ids), axis=1)  # [B, T]
-        at = ops.one_hot(leaves, ops.shape(words)[1], dtype=words.dtype)  # [B, T, S]
-        aligned = self.alignment(ops.einsum("bts,bsd->btd", at, words))  # [B, T, D]
+        aligned = self.alignment(self._next_word(target_in_ids, words))  # [B, T, D]
         if self.config.bracket_depth:
             aligned = aligned + self._depth(ops.cumsum(self._table(2, target_in_ids), axis=1))
         return aligned
+
+    def _next_word(self, target_in_ids, words):
+        """target_in_ids [B, T], words [B, S, D or 3D] -> words[k_t] [B, T, D or 3D], k_t the leaves in
+        target_in[:t+1]; zeros once k_t is past the words."""
+        leaves = ops.cumsum(self._table(0, target_in_ids), axis=1)  # [B, T]
+        at = ops.one_hot(leaves, ops.shape(words)[1], dtype=words.dtype)  # [B, T, S]
+        return ops.einsum("bts,bsd->btd", at, words)
+
+    def word_tag_logits(self, target_in_ids, words):
+        """target_in_ids [B, T], words [B, S, D or 3D] -> E W_tag memory[first piece of word k_t] [B, T, V] float32:
+        the encoder's own guess, from word k_t alone, of the leaf the output at t writes for it (E the tied
+        projection, §3.4; scored only where the gold output is a leaf, ``TransformerTrainer``)."""
+        first = self._next_word(target_in_ids, words)[..., : self.config.d_model]  # [B, T, D]
+        return ops.cast(self.embedding.logits(self.word_tagger(first)), "float32")
 
     def _depth(self, depth):
         """depth [...] int32 -> [..., D]: the depth embedding, depths past MAX_DEPTH - 1 on its last row."""
@@ -267,6 +291,8 @@ class Transformer(keras.Model):
             return
         ids = ops.ones((1, 2), dtype="int32")
         self.call((ids, ids), training=False)
+        if self.config.tag_loss:
+            self.word_tagger.build((None, self.config.d_model))
         self.built = True
 
     def get_build_config(self):
@@ -324,4 +350,6 @@ def count_parameters(config: ModelConfig) -> int:
         total += (3 if config.word_span else 1) * D * D  # P, the word alignment's projection
     if config.bracket_depth:
         total += MAX_DEPTH * D  # the depth embedding
+    if config.tag_loss:
+        total += D * D  # W_tag
     return total

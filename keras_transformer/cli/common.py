@@ -81,6 +81,8 @@ MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_lay
      "word and of the word before it (the gap where brackets close; docs/parsing.md)."),
     ("boolean", "bracket_depth", "Parsing, with --align_words: also add a learned embedding of the brackets open "
      "after the prefix to the decoder input (docs/parsing.md)."),
+    ("float", "tag_loss", "Parsing, with --align_words and tag leaves: weight of an auxiliary training loss in which "
+     "the encoder output at each word's first piece predicts its POS tag (0 = off; docs/parsing.md)."),
 )
 TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
     ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),

@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer import _keras_compat, losses
+from keras_transformer import PAD_ID, _keras_compat, losses
 from keras_transformer.config import ModelConfig
 from keras_transformer.model import Transformer
 
@@ -83,18 +83,27 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         return self._accumulators is None or int(self._accumulators.micro_steps.numpy()) % self.accumulation == 0
 
     def _statistics(self, data, training):
+        """-> (token statistics [B, T, 4], the tag_loss term: λ Σ smoothed loss of ``word_tag_logits`` over the
+        leaves, 0 without tag_loss or outside training)."""
         (source_ids, target_in_ids), target_out_ids, _ = keras.utils.unpack_x_y_sample_weight(data)  # [B, S], [B, T]
-        logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
-        return losses.token_statistics(target_out_ids, logits, self.label_smoothing)  # [B, T, 4]
+        tag_term = 0.0
+        if training and self.config.tag_loss:
+            logits, tags = self.with_word_tags((source_ids, target_in_ids), training=training)  # [B, T, V] x 2
+            leaves = ops.where(self._table(0, target_out_ids) > 0, target_out_ids, PAD_ID)  # [B, T]: the rest PAD
+            tag_stats = losses.token_statistics(leaves, tags, self.label_smoothing)
+            tag_term = self.config.tag_loss * ops.sum(tag_stats[..., losses.SMOOTHED])
+        else:
+            logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
+        return losses.token_statistics(target_out_ids, logits, self.label_smoothing), tag_term  # [B, T, 4]
 
     # Keras traces these inside its tf.function with AutoGraph on; they and everything they call are written in
     # TensorFlow's own control flow (tf.cond below), so converting their source would only cost tracing time.
     @tf.autograph.experimental.do_not_convert
     def train_step(self, data):
         with tf.GradientTape() as tape:
-            stats = self._statistics(data, training=True)  # [B, T, 4]
+            stats, tag_term = self._statistics(data, training=True)  # [B, T, 4]
             tokens = losses.global_token_count(stats)  # T_i, all replicas
-            loss = ops.sum(stats[..., losses.SMOOTHED]) / tokens
+            loss = (ops.sum(stats[..., losses.SMOOTHED]) + tag_term) / tokens
         grads = tape.gradient(loss, self.trainable_variables)
         if self.accumulation == 1:
             self.optimizer.apply(grads, self.trainable_variables)
@@ -105,7 +114,7 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
 
     @tf.autograph.experimental.do_not_convert
     def test_step(self, data):
-        self.token_metrics.update_state(self._statistics(data, training=False))
+        self.token_metrics.update_state(self._statistics(data, training=False)[0])
         return self._logs()
 
     def _logs(self):

@@ -177,3 +177,58 @@ def test_the_beam_search_carries_each_hypothesis_leaf_count_and_depth(config):
         assert (written % 2 == 1).sum() > 10  # brackets were written, so the depths mattered
     else:
         assert np.isin(written, leaves).sum() > 10  # leaves were written, so the counts mattered
+
+
+TAGGED = dataclasses.replace(CONFIG, word_span=True, tag_loss=0.5)
+
+
+def test_word_tag_logits_read_the_first_piece_of_the_word_each_output_stands_for():
+    model = _model(config=TAGGED)
+    source = np.array([[10, 11, 12, 14, 3]], np.int32)  # words start at 10, 12, 14
+    target_in = np.array([[1, 20, LEAF, 21, LEAF, LEAF, 22, LEAF]], np.int32)  # k_t = 0 0 1 1 2 3 3 4
+    memory = model.encode(source)
+    tags = np.asarray(model.word_tag_logits(target_in, model.word_memory(source, memory)))[0]  # [T, V]
+    first = np.asarray(memory)[0, [0, 2, 3]]  # [3 words, D]
+    expected = np.asarray(model.embedding.logits(model.word_tagger(first)))  # [3, V]
+    for t, k in enumerate([0, 0, 1, 1, 2, 3, 3, 4]):
+        np.testing.assert_allclose(tags[t], expected[k] if k < 3 else 0.0, atol=1e-5)
+    logits, _ = model.with_word_tags((source, target_in))
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(model((source, target_in))), atol=1e-6)
+
+
+def test_the_tag_loss_adds_lambda_times_the_smoothed_loss_of_the_leaves_to_the_training_sum():
+    from keras_transformer import losses
+    from keras_transformer.training.train_step import build_trainer
+
+    model = build_trainer(TAGGED, label_smoothing=0.1)
+    is_leaf = np.zeros(50, np.float32)
+    is_leaf[LEAF] = 1
+    model.set_word_tables(is_leaf, (np.arange(50) % 2 == 0).astype(np.float32))
+    source = np.array([[10, 11, 12, 14, 3]], np.int32)
+    target_in = np.array([[1, 20, LEAF, 21, LEAF, LEAF, 22, LEAF]], np.int32)
+    target_out = np.array([[20, LEAF, 21, LEAF, LEAF, 22, LEAF, 2]], np.int32)  # leaves at 1, 3, 4, 6
+    stats, term = model._statistics(((source, target_in), target_out), training=True)  # dropout 0: deterministic
+    _, tags = model.with_word_tags((source, target_in))
+    leaves = np.where(target_out == LEAF, target_out, 0)
+    expected = 0.5 * np.sum(np.asarray(losses.token_statistics(leaves, tags, 0.1))[..., losses.SMOOTHED])
+    np.testing.assert_allclose(float(term), expected, rtol=1e-5)
+    assert expected > 0 and np.count_nonzero(leaves) == 4
+    _, evaluated = model._statistics(((source, target_in), target_out), training=False)
+    assert evaluated == 0.0  # validation loss and metrics: the translation loss alone
+    np.testing.assert_allclose(np.asarray(stats), np.asarray(losses.token_statistics(
+        target_out, model((source, target_in)), 0.1)), atol=1e-5)
+
+
+def test_tag_loss_needs_aligned_tag_leaves_and_counts_its_map():
+    with pytest.raises(ValueError, match="tag_loss: needs align_words"):
+        dataclasses.replace(CONFIG, align_words=False, tag_loss=1.0)
+    with pytest.raises(ValueError, match="tag_loss: must be >= 0"):
+        dataclasses.replace(CONFIG, tag_loss=-1.0)
+    import recipes
+
+    ptb = recipes.get("ptb_sample")
+    with pytest.raises(ValueError, match="tag_loss: needs tree_leaves='tag'"):
+        dataclasses.replace(ptb, model=dataclasses.replace(ptb.model, tag_loss=1.0),
+                            data=dataclasses.replace(ptb.data, tree_leaves="slot"))
+    span = dataclasses.replace(CONFIG, word_span=True)
+    assert build_model(TAGGED).count_params() - 2 * 50 == count_parameters(TAGGED) == count_parameters(span) + 16 * 16
