@@ -33,12 +33,16 @@ from absl import app, flags
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("parses", [], "Directories of one run's parses each: averaged.txt and ckpt-<step>.txt.")
-flags.DEFINE_string("recipe", "ptb_sample", "The recipe whose treebank and split the parses are of.")
-flags.DEFINE_string("split", "dev", "The split the parses are of.")
-flags.DEFINE_string("data_dir", None, "Where the treebank is (default: KT_DATA_DIR, else ../shared/data).")
-flags.DEFINE_integer("rounds", 1000, "Random cuts into two halves (each scored both ways round).")
-flags.DEFINE_integer("seed", 0, "Seed of the cuts.")
+
+
+def define_flags():
+    """Defined when run as a script only, so that importing the module (its test) defines no flag."""
+    flags.DEFINE_list("parses", [], "Directories of one run's parses each: averaged.txt and ckpt-<step>.txt.")
+    flags.DEFINE_string("recipe", "ptb_sample", "The recipe whose treebank and split the parses are of.")
+    flags.DEFINE_string("split", "dev", "The split the parses are of.")
+    flags.DEFINE_string("data_dir", None, "Where the treebank is (default: KT_DATA_DIR, else ../shared/data).")
+    flags.DEFINE_integer("rounds", 1000, "Random cuts into two halves (each scored both ways round).")
+    flags.DEFINE_integer("seed", 0, "Seed of the cuts.")
 
 Counts = List[Tuple[int, int, int]]  # per tree: (matched, gold, test) labeled brackets
 
@@ -123,4 +127,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
