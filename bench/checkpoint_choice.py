@@ -44,6 +44,7 @@ def define_flags():
     flags.DEFINE_integer("rounds", 1000, "Random cuts into two halves (each scored both ways round).")
     flags.DEFINE_integer("seed", 0, "Seed of the cuts.")
 
+
 Counts = List[Tuple[int, int, int]]  # per tree: (matched, gold, test) labeled brackets
 
 
