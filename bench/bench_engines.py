@@ -20,6 +20,10 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
                          saved_model, saved_model_xla and saved_model_bfloat16 with kt-export --stop_rule=heuristic
                          (an input's search stops as if its unfinished hypotheses ended now: HF generate's default
                          rule)
+    <any of the above>_onednn
+                         the same export run with TensorFlow's oneDNN kernels (TF_ENABLE_ONEDNN_OPTS=1); without
+                         the suffix a SavedModel runs as kt-translate runs it, on TensorFlow's own kernels
+                         (TF_ENABLE_ONEDNN_OPTS=0, keras_transformer.tf_setup.onednn_default)
     baseline, baseline2, ...
                          each --baseline_saved_model loaded as it is (e.g. older exports of the same weights);
                          its row gives our SavedModel's speed-up over it ("ours ×")
@@ -78,7 +82,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_heuristic", "saved_model_xla_heuristic",
         "saved_model_bfloat16_heuristic")
-ALL_SYSTEMS = (*OURS, "ctranslate2_float32", "ctranslate2_int8",
+ONEDNN = "_onednn"  # suffix: one of OURS run with oneDNN's kernels
+ALL_SYSTEMS = (*OURS, *(s + ONEDNN for s in OURS), "ctranslate2_float32", "ctranslate2_int8",
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
                "kt_ctranslate2_gnmt_int8", "hf", "hf_gnmt")
 
@@ -155,14 +160,15 @@ def prepare(systems, workdir, model, recipe, tok):
                    f"--max_length={recipe.model.max_length}", f"--spm={tok.model_path}"]
     ready, skipped = {}, {}
     for system in systems:
-        path = os.path.join(workdir, system)
-        if system in OURS:
-            precision = "bfloat16" if "_bfloat16" in system else "float32"
-            stop_rule = "heuristic" if system.endswith("heuristic") else "exact"
-            tasks.export(export.with_precision(model, precision), tok,
-                         dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule=stop_rule)),
-                         path, parallel_searches=FLAGS.inter_threads,
-                         xla=XlaBuckets() if "_xla" in system else None)
+        kind = system.removesuffix(ONEDNN)
+        path = os.path.join(workdir, kind)
+        if kind in OURS:
+            if not any(args[1] == f"--artifact={path}" for args in ready.values()):  # one export for both kernels
+                precision = "bfloat16" if "_bfloat16" in kind else "float32"
+                stop_rule = "heuristic" if kind.endswith("heuristic") else "exact"
+                decode = dataclasses.replace(recipe.decode, stop_rule=stop_rule)
+                tasks.export(export.with_precision(model, precision), tok, dataclasses.replace(recipe, decode=decode),
+                             path, parallel_searches=FLAGS.inter_threads, xla=XlaBuckets() if "_xla" in kind else None)
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]
@@ -198,6 +204,8 @@ class Worker:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
         if FLAGS.omp_wait_policy and not args[0].endswith("saved_model"):
             env["OMP_WAIT_POLICY"] = FLAGS.omp_wait_policy
+        if args[0].endswith("saved_model"):  # TensorFlow's kernels as kt-translate chooses them, or oneDNN's
+            env["TF_ENABLE_ONEDNN_OPTS"] = "1" if system.endswith(ONEDNN) else "0"
         self.system, self.log = system, os.path.join(log_dir, f"{system}.log")
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "engines.py"), *args], cwd=REPO, env=env,
@@ -254,7 +262,9 @@ def rows_for(batch_size, outputs, references, n):
     rows = []
     for system, runs in outputs.items():
         first = runs[0][1]
-        label = LABELS.get(system) or f"SavedModel as given ({system}: {baselines()[system]})"
+        kind = system.removesuffix(ONEDNN)
+        label = (LABELS[kind] + (", oneDNN kernels" if kind != system else "") if kind in LABELS
+                 else f"SavedModel as given ({system}: {baselines()[system]})")
         row = {"system": system, "label": label, "batch_size": batch_size, "sentences": n,
                "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],

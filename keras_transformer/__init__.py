@@ -7,16 +7,16 @@ TensorFlow's C++ log noise out of normal output.
 """
 
 import os
+import sys
+
+from keras_transformer.tf_setup import import_tensorflow_quietly, onednn_default
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# TensorFlow turns its oneDNN kernels (fused matmul + bias, layer norm, softmax) on by default only on CPUs
-# with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX; on an AVX2-only CPU it falls back to Eigen, where a float32
-# training step of the multi30k model takes ~1.5x as long (docs/benchmarks.md). Read once, when TensorFlow
-# loads: set TF_ENABLE_ONEDNN_OPTS=0 to opt out, and import keras_transformer before tensorflow for it to apply.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-
-from keras_transformer.tf_setup import import_tensorflow_quietly  # noqa: E402
+# oneDNN kernels for training, TensorFlow's own (Eigen) for the programs that only decode
+# (tf_setup.onednn_default). Read once, when TensorFlow loads: set TF_ENABLE_ONEDNN_OPTS to choose, and import
+# keras_transformer before tensorflow for the default to apply.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", onednn_default(sys.orig_argv))
 
 import_tensorflow_quietly()
 

@@ -1,4 +1,4 @@
-"""TensorFlow process set-up: quiet start-up, device initialisation.
+"""TensorFlow process set-up: oneDNN or Eigen kernels, quiet start-up, device initialisation.
 
 TensorFlow 2.21 writes INFO lines (oneDNN, CUDA probing) through C++ logging
 before ``absl::InitializeLog`` runs, ignoring ``TF_CPP_MIN_LOG_LEVEL``. We
@@ -14,6 +14,28 @@ import contextlib
 import logging
 import os
 import sys
+
+
+# The programs that only decode (``cli.common.run(main, decoding=True)``): console script -> module.
+DECODING_PROGRAMS = {"kt-translate": "keras_transformer.cli.translate",
+                     "kt-evaluate": "keras_transformer.cli.evaluate",
+                     "kt-parse": "keras_transformer.cli.parse",
+                     "kt-evaluate-parser": "keras_transformer.cli.evaluate_parser"}
+
+
+def onednn_default(orig_argv) -> str:
+    """``TF_ENABLE_ONEDNN_OPTS`` for a process started as ``orig_argv`` (``sys.orig_argv``): "0" for the decoding
+    programs, run as console scripts or with ``python -m``, else "1".
+
+    TensorFlow reads the variable once, when it loads, and turns its oneDNN kernels on by default only on CPUs
+    with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX. Training wants them everywhere: on an AVX2-only CPU a float32
+    training step of the multi30k model takes ~1.5x as long with Eigen's (docs/benchmarks.md). Decoding wants
+    Eigen's: a beam-search step is a few hundred ops on small tensors, oneDNN's kernels cost more per call, and
+    the same searches ran 1.2-1.45x faster without them, with the same translations (docs/serving.md#kernels).
+    """
+    program = next((arg for arg in orig_argv[1:] if not arg.startswith("-")), "")  # the script, or -m's module
+    decoding = os.path.basename(program) in DECODING_PROGRAMS or program in DECODING_PROGRAMS.values()
+    return "0" if decoding else "1"
 
 
 @contextlib.contextmanager

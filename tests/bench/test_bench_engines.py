@@ -1,8 +1,9 @@
 """bench/bench_engines.py at its smallest settings: every system it can run here gives a row with figures, a
 missing peer package is a skipped row with its reason, and the JSON line holds every figure.
 
-The shipped model serves three times, exported afresh and twice as it is (--baseline_saved_model, a list):
-same weights, so the same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped,
+The shipped model serves four times, exported afresh (on TensorFlow's own kernels, as kt-translate runs it, and
+on oneDNN's: saved_model_onednn, the same export) and twice as it is (--baseline_saved_model, a list): same
+weights, so the same translations. Without torch/transformers or ctranslate2 (CI) those rows are skipped,
 not failed.
 """
 
@@ -17,7 +18,7 @@ from tests.conftest import REPO_ROOT
 from tests.support import run_cli
 
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
-SYSTEMS = ("saved_model", "ctranslate2_float32", "kt_ctranslate2_float32", "hf")
+SYSTEMS = ("saved_model", "saved_model_onednn", "ctranslate2_float32", "kt_ctranslate2_float32", "hf")
 HAS_CTRANSLATE2 = all(importlib.util.find_spec(p)
                       for p in ("ctranslate2", "keras_transformer.engines.ctranslate2_convert"))
 HAS = {"hf": all(importlib.util.find_spec(p) for p in ("torch", "transformers")),
@@ -44,8 +45,9 @@ def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
     assert (payload["beam_size"], payload["alpha"], payload["extra_length"]) == (4, alpha, 50)
     assert {"date", "cpu_count", "threads", "inter_threads", "versions", "skipped", "results"} <= set(payload)
     rows = {r["system"]: r for r in payload["results"]}
-    for system in ("saved_model", "baseline", "baseline2"):
+    for system in ("saved_model", "saved_model_onednn", "baseline", "baseline2"):
         assert system in rows
+    assert "oneDNN" in rows["saved_model_onednn"]["label"] and "oneDNN" not in rows["saved_model"]["label"]
     assert SHIPPED in rows["baseline2"]["label"] and "| ours × |" in stdout
     for system, installed in HAS.items():
         if installed:
@@ -63,7 +65,8 @@ def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
 
 def test_same_weights_same_translations(result):
     rows = {r["system"]: r for r in result[0]["results"]}
-    assert rows["saved_model"]["identical_vs_saved_model"] == 3
+    for ours in ("saved_model", "saved_model_onednn"):  # one export, TensorFlow's kernels and oneDNN's
+        assert rows[ours]["identical_vs_saved_model"] == 3
     for baseline in ("baseline", "baseline2"):  # the shipped export, loaded as it is
         assert rows[baseline]["identical_vs_saved_model"] == 3 and rows[baseline]["saved_model_speedup"] > 0
     for reference in ("hf", "ctranslate2_float32"):
