@@ -1,5 +1,6 @@
 """Which kernels a program runs on: ``tf_setup.onednn_default`` gives the decoding programs TensorFlow's own
-(Eigen) kernels and every other program oneDNN's, and the decoding programs it names are the ones that exist."""
+(Eigen) kernels and every other program oneDNN's, the decoding programs it names are the ones that exist, and the
+shipped export's translations do not depend on the kernels."""
 
 import os
 import re
@@ -8,9 +9,12 @@ import sys
 
 import pytest
 
+from keras_transformer.data import files
 from keras_transformer.tf_setup import DECODING_PROGRAMS, onednn_default
 from tests.conftest import REPO_ROOT
-from tests.support import environment
+from tests.support import environment, run_cli
+
+SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -51,3 +55,13 @@ def test_a_decoding_program_loads_tensorflow_without_onednn(tmp_path):
                             capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["0", "False"]
+
+
+@pytest.mark.slow
+def test_the_shipped_export_translates_the_same_on_either_kernels(multi30k_dir):
+    """kt-translate over the shipped export, 200 test_2016_flickr sentences: TensorFlow's own kernels (the decoding
+    programs' default) and oneDNN's give the same translations, byte for byte."""
+    lines = "".join(line + "\n" for line in files.read_text(multi30k_dir / "test_2016_flickr.en.gz")[:200])
+    outputs = {flag: run_cli("translate", f"--model={SHIPPED}", stdin=lines, env={"TF_ENABLE_ONEDNN_OPTS": flag},
+                             timeout=600).stdout for flag in ("0", "1")}
+    assert len(outputs["0"].splitlines()) == 200 and outputs["0"] == outputs["1"]
