@@ -31,7 +31,7 @@ def onednn_default(orig_argv) -> str:
     with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX. Training wants them everywhere: on an AVX2-only CPU a float32
     training step of the multi30k model takes ~1.5x as long with Eigen's (docs/benchmarks.md). Decoding wants
     Eigen's: a beam-search step is a few hundred ops on small tensors, oneDNN's kernels cost more per call, and
-    the same searches ran 1.2-1.45x faster without them, with the same translations (docs/serving.md#kernels).
+    the same searches ran 1.2-1.5x faster without them, with the same translations (docs/serving.md#kernels).
     """
     program = next((arg for arg in orig_argv[1:] if not arg.startswith("-")), "")  # the script, or -m's module
     decoding = os.path.basename(program) in DECODING_PROGRAMS or program in DECODING_PROGRAMS.values()
