@@ -158,12 +158,13 @@ def prepare(systems, workdir, model, recipe, tok):
                    f"--extra_length={recipe.decode.extra_length}",
                    f"--max_source_length={checks.max_source_length(recipe)}",
                    f"--max_length={recipe.model.max_length}", f"--spm={tok.model_path}"]
-    ready, skipped = {}, {}
+    ready, skipped, exported = {}, {}, set()
     for system in systems:
         kind = system.removesuffix(ONEDNN)
         path = os.path.join(workdir, kind)
         if kind in OURS:
-            if not any(args[1] == f"--artifact={path}" for args in ready.values()):  # one export for both kernels
+            if kind not in exported:  # one export for both kernels
+                exported.add(kind)
                 precision = "bfloat16" if "_bfloat16" in kind else "float32"
                 stop_rule = "heuristic" if kind.endswith("heuristic") else "exact"
                 decode = dataclasses.replace(recipe.decode, stop_rule=stop_rule)
@@ -262,9 +263,9 @@ def rows_for(batch_size, outputs, references, n):
     rows = []
     for system, runs in outputs.items():
         first = runs[0][1]
-        kind = system.removesuffix(ONEDNN)
-        label = (LABELS[kind] + (", oneDNN kernels" if kind != system else "") if kind in LABELS
-                 else f"SavedModel as given ({system}: {baselines()[system]})")
+        label = LABELS.get(system.removesuffix(ONEDNN)) or f"SavedModel as given ({system}: {baselines()[system]})"
+        if system.endswith(ONEDNN):
+            label += ", oneDNN kernels"
         row = {"system": system, "label": label, "batch_size": batch_size, "sentences": n,
                "seconds": round(harness.median(seconds[system]), 3),
                "round_seconds": [round(x, 3) for x in seconds[system]],

@@ -63,10 +63,9 @@ def tree_counts(gold_trees, test_trees) -> Counts:
 
 def f1(counts: Counts, trees: Sequence[int]) -> float:
     """Corpus labeled F1 (0-100) of the trees at indices ``trees``, as metric.score sums them."""
-    matched = sum(counts[i][0] for i in trees)
-    gold = sum(counts[i][1] for i in trees)
-    test = sum(counts[i][2] for i in trees)
-    return 200.0 * matched / (gold + test) if gold + test else 0.0  # = 2PR / (P + R)
+    from keras_transformer.tasks.parsing import metric
+
+    return metric.bracket_scores(*(sum(counts[i][j] for i in trees) for j in range(3)))[2]
 
 
 def split_half(candidates: Dict[str, Counts], average: Counts, rounds: int, seed: int = 0) -> Dict:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import sys
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 from PYEVALB import parser as pyevalb_parser
 from PYEVALB import scorer as pyevalb_scorer
@@ -110,6 +110,13 @@ def score_pair(gold: Tree, test: Tree):
     return result
 
 
+def bracket_scores(matched: int, gold: int, test: int) -> Tuple[float, float, float]:
+    """(labeled precision, recall, F1), 0-100, of ``matched`` brackets of ``gold`` gold and ``test`` test ones."""
+    precision = 100.0 * matched / test if test else 0.0
+    recall = 100.0 * matched / gold if gold else 0.0
+    return precision, recall, 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
 def score(gold_trees: Sequence[Tree], test_trees: Sequence[Tree]) -> Dict:
     """Corpus labeled bracket scores of ``test_trees`` against ``gold_trees`` (same order, same words).
 
@@ -136,9 +143,7 @@ def score(gold_trees: Sequence[Tree], test_trees: Sequence[Tree]) -> Dict:
         gold += result.gold_brackets
         test += result.test_brackets
         exact += result.matched_brackets == result.gold_brackets == result.test_brackets
-    precision = 100.0 * matched / test if test else 0.0
-    recall = 100.0 * matched / gold if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    precision, recall, f1 = bracket_scores(matched, gold, test)
     return {"precision": precision, "recall": recall, "f1": f1,
             "exact_match": 100.0 * exact / sentences if sentences else 0.0,
             "sentences": sentences, "skipped": skipped, "matched": matched, "gold_brackets": gold,
