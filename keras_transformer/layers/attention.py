@@ -128,16 +128,22 @@ class MultiHeadAttention(keras.layers.Layer):
         return (ops.concatenate([ops.cast(d.kernel, dtype) for d in dense], axis=1),
                 ops.concatenate([ops.cast(d.bias, dtype) for d in dense], axis=0))
 
+    def _project_qkv(self, x, qkv=None):
+        """x [N, D] -> q [N, H d_k], k [N, H d_k], v [N, H d_v] in one matmul with ``qkv = fused_qkv()`` (computed
+        here when None). ``ops.add`` writes the bias as a ``BiasAdd``, which TensorFlow fuses into the matmul (one
+        kernel, the same sums); ``+`` would be a separate broadcast add."""
+        kernel, bias = qkv if qkv is not None else self.fused_qkv(x.dtype)
+        split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
+        return ops.split(ops.add(ops.matmul(x, kernel), bias), split, axis=1)
+
     def self_attend_step(self, x, cache_k, cache_v, qkv=None):
         """Self-attention of one new position per row over the earlier positions and itself (decoding).
 
         x [N, D]; cache_k [N, H, t, d_k], cache_v [N, H, t, d_v] -> (out [N, D], k [N, H, t + 1, d_k],
-        v [N, H, t + 1, d_v]). Q, K and V come from one matmul with ``qkv = fused_qkv()`` (computed here when
-        None; a decoder computes it once before its steps). Nothing is masked: every cached position is earlier.
+        v [N, H, t + 1, d_v]). Q, K and V: ``_project_qkv`` (a decoder computes ``qkv`` once before its steps).
+        Nothing is masked: every cached position is earlier.
         """
-        kernel, bias = qkv if qkv is not None else self.fused_qkv(x.dtype)
-        split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
-        q, k, v = ops.split(ops.matmul(x, kernel) + bias, split, axis=1)  # [N, H d_k], [N, H d_k], [N, H d_v]
+        q, k, v = self._project_qkv(x, qkv)  # [N, H d_k], [N, H d_k], [N, H d_v]
         k = ops.concatenate([cache_k, self._rows_to_heads(k, self.d_k)], axis=2)  # [N, H, t + 1, d_k]
         v = ops.concatenate([cache_v, self._rows_to_heads(v, self.d_v)], axis=2)  # [N, H, t + 1, d_v]
         heads, _ = scaled_dot_product_attention(self._rows_to_heads(q, self.d_k), k, v)  # [N, H, 1, d_v]
@@ -150,9 +156,7 @@ class MultiHeadAttention(keras.layers.Layer):
         (out [N, D], k, v [N, H, T_max, d] with this position written at ``step``). Positions after ``step``
         are masked; their weights are exactly 0, so the output equals ``self_attend_step``'s up to rounding.
         """
-        kernel, bias = qkv if qkv is not None else self.fused_qkv(x.dtype)
-        split = (self.num_heads * self.d_k, 2 * self.num_heads * self.d_k)
-        q, k, v = ops.split(ops.matmul(x, kernel) + bias, split, axis=1)  # [N, H d_k], [N, H d_k], [N, H d_v]
+        q, k, v = self._project_qkv(x, qkv)  # [N, H d_k], [N, H d_k], [N, H d_v]
         positions = ops.arange(ops.shape(cache_k)[2])  # [T_max]
         at_step = ops.equal(positions, step)[None, None, :, None]  # [1, 1, T_max, 1]
         k = ops.where(at_step, self._rows_to_heads(k, self.d_k), cache_k)  # [N, H, T_max, d_k]
