@@ -1,6 +1,6 @@
 """Each benchmark script runs at its smallest settings and ends with a JSON line of the expected shape.
 
-The figures themselves are not checked (benchmarks print figures; they are not timed tests). The three
+The figures themselves are not checked (benchmarks print figures; they are not timed tests). The
 scripts run concurrently to keep the whole smoke run short. Without torch installed (CI), bench_train.py
 must still run our side and report the PyTorch row as missing.
 """
@@ -21,6 +21,7 @@ SMOKE = {
     "decode": ["bench/bench_decode.py", "--recipe=tiny", "--num_sentences=2", "--batch_sizes=2", "--extra_length=2"],
     "parser_nbest": ["bench/parser_nbest.py", "--num_sentences=3", "--beam_size=2", "--bonus=1", "--tau=1",
                      "--gamma=0.5"],  # the shipped parser on 3 dev trees
+    "profile_decode": ["bench/profile_decode.py", "--num_sentences=4", "--batch_size=2", "--rounds=1", "--top=3"],
 }
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 
@@ -98,3 +99,13 @@ def test_parser_nbest_reports_every_rule(runs):
         ("best", 0.0, 1.0), ("bonus", 1.0, 1.0), ("expected F1", 0.0, 1.0), ("posterior", 0.5, 1.0)]
     assert rows[0]["changed"] == 0 and all(0 <= r["f1"] <= 100 for r in rows)
     assert len({r["gold_constituents"] for r in rows}) == 1
+
+
+def test_profile_decode_splits_the_thread_time_of_the_shipped_model(runs):
+    result = _last_json(runs, "profile_decode")
+    assert result["bench"] == "profile_decode" and (result["sentences"], result["batch_size"]) == (4, 2)
+    assert result["kernels"] == "eigen"  # TensorFlow's own, as kt-translate runs an export
+    rows = result["results"]
+    assert rows[3]["part"].startswith("other kernels") and [r["part"] for r in rows[4:]] == ["executor", "idle"]
+    assert all(r["share"] > 0 for r in rows[:3]) and sum(r["share"] for r in rows) == pytest.approx(1.0)
+    assert result["wall_seconds"] > 0 and result["profiled_wall_seconds"] > 0
