@@ -285,7 +285,8 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
         tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-        tf.TensorSpec([None, None], model.compute_dtype, name="projection"),
+        # [D, V] static: the search's top-k by vocabulary blocks needs V when traced (log_probs.top_k_by_blocks)
+        tf.TensorSpec([model.config.d_model, model.config.vocab_size], model.compute_dtype, name="projection"),
     ])
     if projection is None:
         projection = model.embedding.transposed(model.compute_dtype)  # E^T [D, V]
