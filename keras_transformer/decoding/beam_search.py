@@ -250,11 +250,11 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, projection,
-                       parallel_searches, stop_rule):
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, parallel_searches,
+                       stop_rule):
     def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
-        step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size, projection=projection)
+        step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
         result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants,
                              num_hypotheses=num_hypotheses, stop_rule=stop_rule)
         return result.sequences, result.scores
@@ -263,7 +263,7 @@ def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hy
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1,
-                  num_hypotheses=None, stop_rule="exact", projection=None):
+                  num_hypotheses=None, stop_rule="exact"):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
@@ -271,10 +271,8 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
     most ``model.config.max_length``; PAD and BOS are never emitted. ``num_hypotheses`` N (default K): an item
     stops once its N best hypotheses are final (N = 1: the best alone, in fewer steps; the module docstring).
     ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
-    results). ``stop_rule``: "exact" or "heuristic" (the module docstring). ``projection``: E^T [D, V] in the
-    model's compute dtype where the caller holds it (an export keeps a copy: transposing E takes 1-3 ms a call
-    for V = 8,000 on a CPU); made from the model's weights when None. Runs one ``tf.function`` per model, P and
-    stop rule, traced once: the other arguments are tensors in its signature, so it also works inside an
+    results). ``stop_rule``: "exact" or "heuristic" (the module docstring). Runs one ``tf.function`` per model,
+    P and stop rule, traced once: the other arguments are tensors in its signature, so it also works inside an
     exported ``tf.function``.
     """
     search = functools.partial(_beam_search_model, parallel_searches=parallel_searches,
@@ -285,10 +283,6 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
         tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-        # [D, V] static: the search's top-k by vocabulary blocks needs V when traced (log_probs.top_k_by_blocks)
-        tf.TensorSpec([model.config.d_model, model.config.vocab_size], model.compute_dtype, name="projection"),
     ])
-    if projection is None:
-        projection = model.embedding.transposed(model.compute_dtype)  # E^T [D, V]
     return fn(tf.cast(source_ids, tf.int32), tf.cast(beam_size, tf.int32), tf.cast(alpha, tf.float32),
-              tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size), projection)
+              tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size))

@@ -48,15 +48,13 @@ def _tile(x, beam_size):
     return tf.repeat(x, beam_size, axis=0)
 
 
-def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None, projection=None):
+def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None):
     """(step_fn, cache, constants): one token per step; cache k, v [B*K, H, t, d] per layer grow each step.
 
     With ``max_steps`` T_max (a Python int) they are preallocated instead, [B*K, H, T_max, d], zeros at first,
     and each step writes its position (``Transformer.decode_step(..., preallocated=True)``): static shapes,
     for the XLA-compiled ``static_beam_search``. The step reads T_max off the cache, so ``preallocate`` may
     grow the cache between steps (a search in segments passes its first segment's size here).
-
-    ``projection``: E^T [D, V] (``SharedEmbedding.transposed``) where the caller holds it; made here when None.
 
     A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
     cache ({"layers": [...], "alignment": ``Transformer.alignment_state``, [B*K] each}) and its items'
@@ -70,8 +68,7 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
     if max_steps is not None:
         cache = preallocate(cache, max_steps)  # [B*K, H, T_max, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
-    if projection is None:
-        projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
+    projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
     align = model.config.align_words
     if align:
         constants["words"] = model.word_memory(source_ids, memory)  # [B, S, D]

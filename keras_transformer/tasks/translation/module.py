@@ -64,10 +64,6 @@ class Translator(ServingModule):
         super().__init__(model, tokenizer, recipe, with_text, name, **kwargs)
         self._vocab_size = recipe.model.vocab_size
         self._xla = xla
-        # E^T [D, V] kept transposed beside the weights: the search reads it instead of transposing E at every
-        # call (1-3 ms for V = 8,000 on a CPU). A module serves the weights it was built with.
-        self.projection = tf.Variable(model.embedding.transposed(model.compute_dtype), trainable=False,
-                                      name="projection")
         self.translate_ids_with_options = tf.function(self._ids_with_options,
                                                       input_signature=[checks.IDS, *checks.OPTIONS], autograph=False)
         self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS], autograph=False)
@@ -92,7 +88,7 @@ class Translator(ServingModule):
         (default K): the hypotheses final when an item stops."""
         def default():
             return beam_translate_ids(self.model, source_ids, beam_size, alpha, extra_length, self.parallel_searches,
-                                      num_hypotheses, self.recipe.decode.stop_rule, self.projection)
+                                      num_hypotheses, self.recipe.decode.stop_rule)
 
         if self._xla is None:
             sequences, scores = default()
