@@ -87,10 +87,11 @@ def main(argv):
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_threads)
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the text signatures)
 
-    from keras_transformer import artifacts
+    from keras_transformer.config import Recipe
     from keras_transformer.data import corpora, files
+    from keras_transformer.serving import loading
 
-    _, recipe, _ = artifacts.load_model(FLAGS.saved_model)
+    recipe = Recipe.from_dict(loading.read_info(FLAGS.saved_model)["recipe"])  # export.json: no model to build
     source, _ = corpora.split_files(recipe.data, FLAGS.split, corpora.resolve_data_dir(FLAGS.data_dir))
     lines = sorted(files.read_text(source)[: FLAGS.num_sentences], key=len)
     batches = [tf.constant(lines[i:i + FLAGS.batch_size]) for i in range(0, len(lines), FLAGS.batch_size)]
@@ -112,9 +113,9 @@ def main(argv):
     parts = kernels.most_common(FLAGS.top)
     others = kernel_total - sum(ps for _, ps in parts)
     parts.append((f"other kernels ({max(len(kernels) - FLAGS.top, 0)} op types)", others))
+    total = FLAGS.inter_threads * wall * 1e12  # the compute threads' picoseconds
     parts.append(("executor", process - kernel_total))
-    parts.append(("idle", FLAGS.inter_threads * wall * 1e12 - process))
-    total = FLAGS.inter_threads * wall * 1e12
+    parts.append(("idle", total - process))
     rows = [{"part": name, "thread_ms_per_sentence": ps / 1e9 / len(lines), "share": ps / total} for name, ps in parts]
 
     print(harness.header("profile_decode") + f": {FLAGS.saved_model}, {len(lines)} {FLAGS.split} sentences, batch "
