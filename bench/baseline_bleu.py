@@ -19,7 +19,8 @@ from sacremoses import MosesTokenizer
 
 from keras_transformer.config import DataConfig
 from keras_transformer.data import corpora
-from keras_transformer.tasks.translation.metric import TOKENIZED_BLEU, read_text
+from keras_transformer.data.files import read_text
+from keras_transformer.tasks.translation.metric import TOKENIZED_BLEU
 
 flags.DEFINE_string("hypotheses", None, "Translations, one per line (kt-evaluate --hypotheses=...).", required=True)
 flags.DEFINE_string("reference", None, "References (plain or .gz); default: test_2016_flickr.de of the data dir.")

@@ -7,7 +7,7 @@ pytest.importorskip("sacremoses")
 
 from bench import baseline_bleu  # noqa: E402
 from keras_transformer.data import corpora  # noqa: E402
-from keras_transformer.tasks.translation.metric import read_text  # noqa: E402
+from keras_transformer.data.files import read_text  # noqa: E402
 
 
 def test_lower_cases_and_splits_punctuation_but_not_hyphens():
