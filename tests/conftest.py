@@ -120,7 +120,12 @@ def multi30k_text(multi30k_dir):
 
 @pytest.fixture(scope="session")
 def trained_workdir(tmp_path_factory, multi30k_text):
-    """A training work directory: recipe.json, checkpoints/ckpt-{4,8,12}, tokenizer/tiny_inference.model."""
+    """A training work directory: recipe.json, checkpoints/ckpt-{4,8,12}, tokenizer/tiny_inference.model.
+
+    Seeded: the same weights in every run, whichever test (and so whichever earlier random draws) builds it first.
+    """
+    import keras
+
     from keras_transformer import training
     from keras_transformer.checkpoints import CheckpointState
     from keras_transformer.workdir import WorkDir
@@ -132,6 +137,7 @@ def trained_workdir(tmp_path_factory, multi30k_text):
     Tokenizer.train(english + german, VOCAB, workdir / "tokenizer" / "tiny_inference", sample_lines=2000)
     recipe = inference_recipe()
     WorkDir(workdir).write_recipe(recipe)
+    keras.utils.set_random_seed(0)
     model = training.compile_model(recipe)
     state = CheckpointState(model, str(workdir / "checkpoints"), recipe.train.keep_checkpoints)
     rng = np.random.default_rng(0)
