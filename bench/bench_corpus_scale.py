@@ -8,6 +8,8 @@ pairs, repeated; --shards files per side, matched by a glob prefix) into a tempo
 three stages per size, each in a fresh child process:
 
 * validate: ``validation.check`` (the streaming pass: counts, UTF-8, a tokenizer sample of --sample_lines);
+* first_run: what a first run on a fresh work directory does before training: the corpus check, its sample and
+  SentencePiece training on it (``tokenizer.get_or_train``), the part whose memory could grow with the corpus;
 * report:   ``kt-data-report --recipe=<recipe.json> --json`` in a new work directory (corpus check, tokenizer
   training, then one pass counting the length filter and one pass of training batches);
 * batches:  ``build_datasets`` with the report's work directory (check and tokenizer cached, as on a
@@ -35,7 +37,7 @@ from absl import app, flags  # noqa: E402
 from bench import harness  # noqa: E402
 
 flags.DEFINE_list("sizes", ["1000000", "4500000"], "Corpus sizes in pairs.")
-flags.DEFINE_list("stages", ["validate", "report", "batches"], "Stages to measure.")
+flags.DEFINE_list("stages", ["validate", "first_run", "report", "batches"], "Stages to measure.")
 flags.DEFINE_bool("gzip", True, "Write the corpora gzipped (else plain text).")
 flags.DEFINE_integer("shards", 1, "Files per side; more than one are read through a glob prefix.")
 flags.DEFINE_integer("batches", 100, "Training batches the batches stage takes.")
@@ -137,6 +139,15 @@ def child(stage: str) -> None:
         result = validation.check(shards, cache_dir=Path(FLAGS.workdir) / "corpus",
                                   sample_sentences=cfg.tokenizer_sample_lines, seed=cfg.seed)
         out = dict(pairs=result.pairs_read, sample_pairs=result.sample_pairs)
+    elif stage == "first_run":
+        from keras_transformer.data import tokenizer
+
+        from keras_transformer.workdir import WorkDir
+
+        tokenizer.get_or_train(recipe, FLAGS.workdir, data_dir)
+        cached = validation.check(corpora.split_shards(cfg, cfg.train_split, data_dir),
+                                  cache_dir=WorkDir(FLAGS.workdir).corpus_cache)  # the stats the run cached
+        out = dict(pairs=cached.pairs_read)
     else:  # batches
         train_ds, _, _ = build_datasets(recipe, FLAGS.workdir, data_dir, deterministic=True)
         pairs = sum(int(target_out.shape[0]) for _, target_out in train_ds.take(FLAGS.batches).as_numpy_iterator())
@@ -187,7 +198,7 @@ def main(argv):
                         f"--seed={FLAGS.seed}"], env=env, check=True, capture_output=True)
         common_args = [f"--recipe_json={recipe_json}", f"--data_dir={data_dir}", f"--batches={FLAGS.batches}"]
         for stage in FLAGS.stages:
-            workdir = root / f"work_{size}" / ("validate" if stage == "validate" else "run")
+            workdir = root / f"work_{size}" / (stage if stage in ("validate", "first_run") else "run")
             if stage == "report":
                 args = [sys.executable, "-m", "keras_transformer.cli.data_report", f"--recipe={recipe_json}",
                         f"--workdir={workdir}", f"--data_dir={data_dir}", "--json"]

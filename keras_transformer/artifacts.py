@@ -3,7 +3,8 @@
     kind(model_arg) -> "saved_model" | "ctranslate2" | "workdir"   (a ValueError when it is none of them)
     find_tokenizer(workdir, recipe, data_dir=None, corpus=TEXT) -> the work directory's Tokenizer(s)
     load_model(model_arg, checkpoint="latest", data_dir=None, corpus=TEXT) -> (model, recipe, tokenizer)
-    Loaded(fn, defaults, recipe, description, owner, unconstrained, best)   a model ready to decode (``inference.load``)
+    Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces)
+        a model ready to decode (``inference.load``)
 
 A ``--model`` is a training work directory (``checkpoint`` picks its weights), a SavedModel written by
 ``kt-export`` (``serving/``), or a CTranslate2 directory (``kt-export --format=ctranslate2``, ``engines/``).
@@ -37,6 +38,8 @@ class Loaded(NamedTuple):
     owner: object  # the loaded SavedModel, module or engine: keeps the function's variables alive
     unconstrained: Optional[Callable] = None  # a parser's free beam search (work directories only)
     best: Optional[Callable] = None  # as fn, the best hypothesis alone: its search may stop sooner (None: fn's)
+    source_pieces: Optional[Callable] = None  # [N] lines -> [N] subwords each (no EOS), as the model's tokenizer
+    max_source_pieces: int = 0  # the most subwords of an input the model reads; the rest are cut (EOS aside)
 
 
 def kind(model_arg) -> str:

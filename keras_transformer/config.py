@@ -366,26 +366,25 @@ class Recipe:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Recipe":
-        """Inverse of ``to_dict``. An unknown key is a ValueError naming it (``recipe_keys``); keys older versions
-        wrote and this one no longer uses are dropped."""
-        from keras_transformer.recipe_keys import check_recipe_keys
+        """Inverse of ``to_dict``. An unknown key or a value of the wrong type is a ValueError naming it, as
+        ``section.field`` (``recipe_keys``), and so is a value its config refuses; keys older versions wrote and
+        this one no longer uses are dropped."""
+        from keras_transformer.recipe_keys import check_recipe_keys, check_recipe_types
 
-        d = check_recipe_keys(d, cls)
-        data = dict(d["data"])
-        if data.get("bucket_boundaries") is not None:
-            data["bucket_boundaries"] = tuple(data["bucket_boundaries"])
-        decode = dict(d["decode"])
-        if "alpha_grid" in decode:
-            decode["alpha_grid"] = tuple(decode["alpha_grid"])
-
+        d = check_recipe_types(check_recipe_keys(d, cls), cls)  # every section there, each value of its type
+        configs = {}
+        for section, config_cls in (("model", ModelConfig), ("data", DataConfig), ("train", TrainConfig),
+                                    ("decode", DecodeConfig)):
+            values = {k: tuple(v) if isinstance(v, list) else v for k, v in d[section].items()}  # JSON lists
+            try:
+                configs[section] = config_cls(**values)
+            except ValueError as e:  # "d_model: must be ..." -> "model.d_model: must be ..."
+                raise ValueError(f"{section}.{e}") from None
         return cls(
-            name=d["name"],
-            model=ModelConfig(**d["model"]),
-            data=DataConfig(**data),
-            train=TrainConfig(**d["train"]),
-            decode=DecodeConfig(**decode),
+            name=d.get("name", ""),
             description=d.get("description", ""),
             task=d.get("task", ""),  # recipes written before tasks were named: the task of their corpus
+            **configs,
         )
 
 

@@ -20,7 +20,9 @@ from keras_transformer import artifacts, tasks
 from keras_transformer.artifacts import Loaded
 from keras_transformer.checkpoints.state import resolve_checkpoint
 from keras_transformer.config import Recipe
+from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
+from keras_transformer.serving.checks import max_source_length
 from keras_transformer.workdir import WorkDir
 
 
@@ -44,13 +46,15 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
             engine = ctranslate2_translate.load(model_arg, search=ctranslate2_search or "native")
         except ImportError as e:
             raise ValueError(f"{model_arg} is a CTranslate2 export, but {e}") from None
-        return Loaded(engine.translate_with_options, engine.defaults, None, engine.description, engine)
+        return Loaded(engine.translate_with_options, engine.defaults, None, engine.description, engine,
+                      source_pieces=engine.source_pieces, max_source_pieces=engine.max_source_length - 1)
     task = tasks.get(WorkDir(model_arg).read_recipe())
     model, recipe, tokenizer = artifacts.load_model(model_arg, checkpoint, data_dir, task.corpus)
     module = task.module(model, tokenizer, recipe)
     return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, recipe,
                   f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})", module,
-                  getattr(module, "linearize_unconstrained", None), module.best_with_options())
+                  getattr(module, "linearize_unconstrained", None), module.best_with_options(),
+                  tokenizer.source.piece_counts, max_source_length(recipe) - 1)
 
 
 def _load_saved_model(path) -> Loaded:
@@ -76,7 +80,10 @@ def _load_saved_model(path) -> Loaded:
             return loaded.signatures["serving_default"](inputs=inputs)
         return call(inputs, beam_size, alpha, extra_length)
 
-    return Loaded(call, defaults, recipe, str(path), loaded, best=best)
+    models = loading.tokenizer_models(path)
+    source = Tokenizer(models["shared"] if "shared" in models else models["source"])
+    return Loaded(call, defaults, recipe, str(path), loaded, best=best, source_pieces=source.piece_counts,
+                  max_source_pieces=max_source_length(recipe) - 1)
 
 
 def task_of(loaded: Loaded) -> tasks.Task:

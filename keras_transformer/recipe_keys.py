@@ -1,4 +1,5 @@
-"""The keys a recipe JSON file may hold: every one must be a field this version knows.
+"""The keys a recipe JSON file may hold, and the types of their values: every key must be a field this version
+knows, every value of its field's type.
 
 A recipe file (``Recipe.to_json``) has top-level keys ``name``, ``description`` and one section per config
 (``model``, ``data``, ``train``, ``decode``), each section one key per field of its frozen config. A key this
@@ -10,6 +11,11 @@ name::
     model.d_modle: unknown key; did you mean d_model?
     model.warmup_steps: unknown key; it belongs in train (train.warmup_steps)
 
+A value of the wrong type (``"d_model": "64"``) is refused by :func:`check_recipe_types` before any config is
+built, naming the field and what it wants::
+
+    model.d_model: expected an integer, got the string "64"
+
 The one exception is the short list of keys older versions of this project wrote and no longer use
 (``LEGACY_KEYS``, found with ``git log -p keras_transformer/config.py``): they are dropped, so old work
 directories, exports and recipe files still load.
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
+import typing
 from typing import Dict, FrozenSet, Mapping
 
 # Fields older versions wrote into recipe files and this one no longer has: dropped on reading, never an error.
@@ -73,3 +81,71 @@ def check_recipe_keys(d: Mapping, recipe_cls) -> dict:
                 raise ValueError(f"{key}.{name}: unknown key{_suggestion(name, fields[key], fields, key)}")
         cleaned[key] = {name: v for name, v in value.items() if name not in legacy}
     return cleaned
+
+
+_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _describe(value) -> str:
+    """A JSON value as a reader names it: the string "64", the number 6.5, true, null, a list, an object."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return f"the string {json.dumps(value, ensure_ascii=False)}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, Mapping) else repr(value)
+
+
+def _is(value, kind) -> bool:
+    """Whether a JSON value fits the plain type ``kind``: an int (never a bool) is a float too, never the reverse."""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def type_error(value, hint) -> str:
+    """Why ``value`` (as JSON holds it) is not of the type ``hint`` (int, float, bool, str, Optional[...],
+    Tuple[X, ...]): "expected an integer, got the string \"64\"", or "" when it is."""
+    optional = type(None) in typing.get_args(hint)
+    if optional:
+        if value is None:
+            return ""
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+        wanted = f"a list of {_KINDS[item].split(' ', 1)[1]}s"
+        if not isinstance(value, (list, tuple)):
+            return f"expected {wanted}{' or null' * optional}, got {_describe(value)}"
+        bad = next((v for v in value if not _is(v, item)), _OK)
+        return "" if bad is _OK else f"expected {wanted}, got a list holding {_describe(bad)}"
+    if _is(value, hint):
+        return ""
+    return f"expected {_KINDS[hint]}{' or null' * optional}, got {_describe(value)}"
+
+
+_OK = object()
+
+
+def check_recipe_types(d: Mapping, recipe_cls) -> Mapping:
+    """``d`` (its keys checked by ``check_recipe_keys``) when every config section is there and every value is of
+    its field's type; else a ValueError naming the first that is not: ``<section>: missing section``,
+    ``<section>.<field>: expected ..., got ...`` (``name``, ``description``, ``task`` at the top)."""
+    for name, hint in typing.get_type_hints(recipe_cls).items():
+        if name not in d:
+            if dataclasses.is_dataclass(hint):
+                raise ValueError(f"{name}: missing section")
+            continue
+        if dataclasses.is_dataclass(hint):
+            for field, field_hint in typing.get_type_hints(hint).items():
+                if field in d[name]:
+                    problem = type_error(d[name][field], field_hint)
+                    if problem:
+                        raise ValueError(f"{name}.{field}: {problem}")
+            continue
+        problem = type_error(d[name], hint)
+        if problem:
+            raise ValueError(f"{name}: {problem}")
+    return d

@@ -23,6 +23,9 @@ scores as that canonical segmentation.
 A target longer than the model's ``max_length`` tokens (EOS included) is one
 the model cannot decode (the beam search never emits one); ``score_lines``
 refuses it with a ValueError naming the line rather than scoring a truncation.
+A pair whose source and target are both blank (empty or whitespace only) is
+not run through the model: log P 0, |Y| 0, score 0, as kt-translate answers a
+blank line with "" scored 0.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from keras_transformer import BOS_ID, PAD_ID
 from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import length_penalty
+from keras_transformer.decoding.lines import is_blank
 from keras_transformer.decoding.model_step import compiled_for, log_probs_from_logits
 from keras_transformer.serving.checks import max_source_length, truncate_source
 from keras_transformer.layers import masks
@@ -127,7 +131,9 @@ def score_lines(model, recipe: Recipe, tokenizer, sources: Sequence[str], target
     log_probs = np.zeros([len(targets)], np.float32)
     lengths = np.zeros([len(targets)], np.int32)
     scores = np.zeros([len(targets)], np.float32)
-    order = sorted(range(len(targets)), key=lambda i: (len(target_ids[i]), len(source_ids[i])))
+    both_blank = [is_blank(source) and is_blank(target) for source, target in zip(sources, targets)]
+    order = sorted((i for i in range(len(targets)) if not both_blank[i]),
+                   key=lambda i: (len(target_ids[i]), len(source_ids[i])))
     source_limit = max_source_length(recipe)
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]

@@ -51,7 +51,12 @@ def load(name_or_path: str) -> Recipe:
         raise ValueError(f"--recipe: {name_or_path!r} is neither a known recipe nor a recipe JSON file; "
                          f"known: {', '.join(names())}")
     try:
-        return Recipe.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:  # bad JSON, a missing section, a bad value
-        detail = f"missing {e}" if isinstance(e, KeyError) else str(e)
-        raise ValueError(f"--recipe: {path}: not a valid recipe JSON file ({type(e).__name__}: {detail})") from None
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # not JSON, not UTF-8
+        raise ValueError(f"--recipe: {path}: not a valid recipe JSON file ({e})") from None
+    try:
+        return Recipe.from_dict(d)
+    except ValueError as e:  # an unknown key, a value of the wrong type or outside its rule: named section.field
+        raise ValueError(f"--recipe: {path}: {e}") from None
+    except (TypeError, AttributeError) as e:  # what the checks above do not foresee: still one line
+        raise ValueError(f"--recipe: {path}: not a valid recipe JSON file ({type(e).__name__}: {e})") from None

@@ -1,6 +1,10 @@
-"""Flags shared by the inference entry points (kt-translate, kt-evaluate): which model, how to decode."""
+"""Flags shared by the inference entry points (kt-translate, kt-evaluate, kt-parse, ...): which model, how to
+decode, and how their input lines are read, checked and answered."""
 
 from __future__ import annotations
+
+import sys
+from typing import Callable, Iterable, List, Sequence
 
 from absl import flags
 
@@ -28,6 +32,14 @@ def define_decode_flags() -> None:
                       "For a CTranslate2 directory: native (the default; CTranslate2's own beam search, score "
                       "log P / |Y|^α, α its length penalty, by default the one kt-export chose on the eval split) "
                       "or gnmt (exactly the SavedModel's search and scores, about half as fast).")
+    define_max_input_length_flag()
+
+
+def define_max_input_length_flag() -> None:
+    flags.DEFINE_integer("max_input_length", None, "Refuse (exit 2, naming the line) an input line of more than "
+                         "this many subwords instead of reading its first ones; at most what the model reads. "
+                         "Default: a line longer than the model reads is cut to its first subwords, with a line "
+                         "on stderr.")
 
 
 def check_decode_flags() -> None:
@@ -37,6 +49,12 @@ def check_decode_flags() -> None:
         check_decode_option(name)
     if FLAGS.batch_size < 1:
         common.fail(f"--batch_size: must be >= 1, got {FLAGS.batch_size}")
+    check_max_input_length()
+
+
+def check_max_input_length() -> None:
+    if FLAGS.max_input_length is not None and FLAGS.max_input_length < 1:
+        common.fail(f"--max_input_length: must be >= 1, got {FLAGS.max_input_length}")
 
 
 def check_decode_option(name: str) -> None:
@@ -95,3 +113,78 @@ def translate_nbest(loaded, lines, nbest: int):
 
     return translation_lines.translate_nbest(loaded, lines, nbest, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
                                              FLAGS.extra_length)
+
+
+def input_chunks(flag: str = "input") -> Iterable[List[str]]:
+    """The lines of --``flag``: a file's (or redirected stdin's) all at once, read now, so that a bad file is
+    named before the model loads; stdin on a terminal or a pipe a chunk at a time as they arrive
+    (``files.stream_chunks``), so that each is answered before the next is typed. Exits naming the flag when
+    the text cannot be read."""
+    from keras_transformer.data import files
+
+    path = getattr(FLAGS, flag)
+    try:
+        if not files.is_stream(path):
+            return [files.read_input(path)]
+    except (ValueError, FileNotFoundError) as e:
+        common.fail(f"--{flag}: {e}")
+
+    def chunks():
+        try:
+            yield from files.stream_chunks()
+        except ValueError as e:
+            common.fail(f"--{flag}: {e}")
+
+    return chunks()
+
+
+def decode_input(loaded, chunks: Iterable[List[str]], decode_chunk: Callable[[List[str], int], List[str]],
+                 verb: str) -> tuple:
+    """Decodes --input's ``chunks`` with ``decode_chunk(lines, lines before them) -> output lines`` and writes
+    --output: to stdout each chunk as it is done, to a file whole at the end. Each line longer than the model
+    reads is reported (``report_long_lines``, ``verb`` saying what was done to it). Returns (lines, lines cut)."""
+    to_stdout, kept, done, cut = FLAGS.output == "-", [], 0, 0
+    for chunk in chunks:
+        cut += check_long_lines(loaded, chunk, verb, done + 1)
+        output = decode_chunk(chunk, done)
+        if to_stdout:
+            common.write_output_flag("output", output)
+        else:
+            kept.extend(output)
+        done += len(chunk)
+    if not to_stdout:
+        common.write_output_flag("output", kept)
+    return done, cut
+
+
+def check_long_lines(loaded, lines: Sequence[str], verb: str, first_line: int = 1) -> int:
+    """``report_long_lines`` of ``lines`` for the loaded model (nothing to check for one that cannot count its
+    subwords); returns how many are cut."""
+    if loaded.source_pieces is None:
+        return 0
+    return report_long_lines(lines, loaded.source_pieces(lines), loaded.max_source_pieces, first_line, verb)
+
+
+def report_long_lines(lines: Sequence[str], pieces: Sequence[int], most: int, first_line: int = 1,
+                      verb: str = "translated") -> int:
+    """One line on stderr for each line of more than ``most`` subwords (``pieces`` of each; the model reads
+    ``most``), naming it by number from ``first_line``; with --max_input_length, exit 2 at the first line longer
+    than that instead. Returns how many lines were cut."""
+    limit = FLAGS.max_input_length
+    if limit is not None and limit > most:
+        common.fail(f"--max_input_length: at most the {most:,} subwords the model reads, got {limit:,}")
+    long = [i for i, n in enumerate(pieces) if n > (limit or most)]
+    for i in long:
+        what = f"line {first_line + i:,}: {len(lines[i].split()):,} words ({pieces[i]:,} pieces)"
+        if limit is not None:
+            more = f"; {len(long) - 1:,} more such lines follow" if len(long) > 1 else ""
+            common.fail(f"--max_input_length: {what} is longer than {limit:,}{more}")
+        print(f"{what} is longer than the model's {most:,}; {verb} its first {most:,} pieces", file=sys.stderr)
+    return len(long)
+
+
+def long_lines_summary(cut: int, most: int) -> str:
+    """What a closing line adds about lines cut to the ``most`` subwords the model reads: "" when none were."""
+    if not cut:
+        return ""
+    return f"; {cut:,} line{'s' * (cut != 1)} longer than the model's {most:,} pieces, cut"

@@ -69,9 +69,10 @@ def main(argv):
         if len(sources) != len(references):
             common.fail(f"--reference: {len(references)} lines but --source has {len(sources)}")
         translator = decode_flags.load_model("translation")
+        cut = decode_flags.check_long_lines(translator, sources, "translated")
         start = time.time()
         hypotheses = decode_flags.decode(translator, sources).outputs
-        extra = dict(model=translator.description, seconds=round(time.time() - start, 2))
+        extra = dict(model=translator.description, seconds=round(time.time() - start, 2), truncated=cut)
         if FLAGS.hypotheses:
             common.write_output_flag("hypotheses", hypotheses)
     try:

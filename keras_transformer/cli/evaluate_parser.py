@@ -68,7 +68,9 @@ def main(argv):
     gold = _gold_trees(parser)[:FLAGS.max_sentences]
     if not gold:
         common.fail("--trees: no trees to score")
-    from keras_transformer.tasks.parsing import lines, metric
+    from keras_transformer.tasks.parsing import lines, metric, trees as trees_lib
+
+    cut = decode_flags.check_long_lines(parser, [" ".join(trees_lib.words(tree)) for tree in gold], "parsed")
 
     try:
         scores, parses = lines.evaluate(parser, gold, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
@@ -83,7 +85,7 @@ def main(argv):
           f"{f' ({problems})' if problems else ''}; {'constrained' if FLAGS.constrained else 'free'} beam search, "
           f"beam {scores['beam_size']}, alpha {scores['alpha']}, output up to input + {scores['extra_length']}")
     if FLAGS.json:
-        print(json.dumps(dict(scores, model=parser.description), sort_keys=True))
+        print(json.dumps(dict(scores, model=parser.description, truncated=cut), sort_keys=True))
 
 
 def run():

@@ -11,7 +11,9 @@ parser brackets; POS tags are the placeholder XX); --linearized writes the
 decoder's sequence "(S (NP XX XX ) (VP XX (NP XX ) ) XX )" instead. The
 search is constrained to well-formed trees; --noconstrained (work
 directories) decodes freely and repairs in Python. The number of outputs
-that needed repair goes to stderr.
+that needed repair goes to stderr. A blank line gets an empty line, no tree;
+stdin on a terminal or a pipe is parsed as it arrives; a sentence longer than
+the model reads is reported on stderr (see kt-translate, --max_input_length).
 """
 
 from __future__ import annotations
@@ -35,20 +37,23 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     decode_flags.check_decode_flags()
-    from keras_transformer.data import files
-
     common.check_output_flag("output")
-    try:
-        lines = files.read_input(FLAGS.input)
-    except (ValueError, FileNotFoundError) as e:
-        common.fail(f"--input: {e}")
+    chunks = decode_flags.input_chunks()
     parser = parser_flags.load_parser()
+    repaired = 0
+
+    def parse(lines, before):
+        nonlocal repaired
+        parses = parser_flags.parse(parser, lines)
+        repaired += parses.repaired
+        return parses.linearized if FLAGS.linearized else parses.trees
+
     start = time.time()
-    parses = parser_flags.parse(parser, lines)
-    common.write_output_flag("output", parses.linearized if FLAGS.linearized else parses.trees)
+    count, cut = decode_flags.decode_input(parser, chunks, parse, "parsed")
     seconds = time.time() - start
-    print(f"parsed {len(lines)} lines in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) with "
-          f"{parser.description}; {parses.repaired} outputs repaired", file=sys.stderr)
+    print(f"parsed {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
+          f"{parser.description}; {repaired} outputs repaired{decode_flags.long_lines_summary(cut, parser.max_source_pieces)}",
+          file=sys.stderr)
 
 
 def run():

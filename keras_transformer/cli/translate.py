@@ -8,6 +8,11 @@
 --model is an exported SavedModel, a CTranslate2 directory or a training work
 directory; a parser's (§6.3) writes one tree per line, as kt-parse does. Lines are
 batched by length for speed; output line i is the translation of input line i.
+A blank line (empty or whitespace only) is not translated: its output line is
+empty. On a terminal or a pipe, each run of lines is translated as soon as it
+has arrived, so a person or a program waiting for an answer gets it at once. A
+line longer than the model reads is translated from its first subwords, with a
+line on stderr naming it (--max_input_length refuses such lines instead).
 With --nbest=N > 1 the output is the Moses/Marian n-best list instead: N lines
 per input line, ``i ||| translation ||| score``, i the 0-based input line,
 best first (an empty slot of the search is left out, so a line may get fewer).
@@ -42,30 +47,29 @@ def main(argv):
     decode_flags.check_decode_flags()
     decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
-    from keras_transformer.data import files
     from keras_transformer.tasks.translation import lines as translation_lines
 
     common.check_output_flag("output")  # before any work whose result could not be written
-    try:
-        lines = files.read_input(FLAGS.input)
-    except (ValueError, FileNotFoundError) as e:
-        common.fail(f"--input: {e}")
+    chunks = decode_flags.input_chunks()
     translator = decode_flags.load_model()
     decode_flags.check_nbest(FLAGS.nbest, translator)
-    start = time.time()
-    if FLAGS.nbest > 1:
-        task = inference.task_of(translator)
-        if not task.nbest:
-            common.fail(f"--nbest: {FLAGS.model} is a {task.name} model; its outputs have no n-best lists")
-        output = translation_lines.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest))
-    else:
+    if FLAGS.nbest > 1 and not inference.task_of(translator).nbest:
+        common.fail(f"--nbest: {FLAGS.model} is a {inference.task_of(translator).name} model; its outputs have no "
+                    "n-best lists")
+
+    def translate(lines, before):
+        if FLAGS.nbest > 1:
+            return translation_lines.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest),
+                                                  first=before)
         decoded = decode_flags.decode(translator, lines)
-        output = (translation_lines.format_scored(decoded.outputs, decoded.scores) if FLAGS.with_scores
-                  else decoded.outputs)
-    common.write_output_flag("output", output)
+        return (translation_lines.format_scored(decoded.outputs, decoded.scores) if FLAGS.with_scores
+                else decoded.outputs)
+
+    start = time.time()
+    count, cut = decode_flags.decode_input(translator, chunks, translate, "translated")
     seconds = time.time() - start
-    print(f"translated {len(lines)} lines in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) with "
-          f"{translator.description}", file=sys.stderr)
+    print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
+          f"{translator.description}{decode_flags.long_lines_summary(cut, translator.max_source_pieces)}", file=sys.stderr)
 
 
 def run():

@@ -2,6 +2,8 @@
 
     read_text(path) -> [line]      a file's lines (a ValueError or FileNotFoundError naming it)
     read_input(path) -> [line]     the same, or stdin for '-'
+    is_stream(path) -> bool        '-' on a terminal or a pipe: lines come as a person or a program writes them
+    stream_chunks(idle_seconds, max_lines) -> [[line], ...]   stdin's lines as they arrive, a chunk at a time
     check_output(path)             can it take output? checked before the work whose result goes there
     write_lines(path, lines)       whole or not at all; '-' is stdout
     read_lines(path) -> [line]     no checks: what the corpus readers use
@@ -14,10 +16,12 @@ import contextlib
 import gzip
 import hashlib
 import os
+import select
+import stat
 import sys
 import zlib
 from pathlib import Path
-from typing import List, Sequence, Union
+from typing import Iterator, List, Sequence, Union
 
 from keras_transformer.data import validation
 
@@ -93,6 +97,51 @@ def read_input(path) -> List[str]:
             lines.pop()
         return [line[:-1] if line.endswith("\r") else line for line in lines]
     return read_text(path)
+
+
+def is_stream(path) -> bool:
+    """Whether --input ``path`` is stdin on a terminal, a pipe or a socket (not a file redirected with '<')."""
+    if str(path) != "-" or sys.stdin is None:
+        return False
+    try:
+        return not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError):  # no file descriptor (a test's replaced stdin): read it whole
+        return False
+
+
+def stream_chunks(idle_seconds: float = 0.05, max_lines: int = 2048) -> Iterator[List[str]]:
+    """stdin's lines, a chunk each time no more input is waiting for ``idle_seconds`` (or ``max_lines`` are in),
+    so that a person typing, or a program that writes a line and waits for its answer, gets it at once.
+
+    Lines are split and decoded as ``read_input`` does ('\n', a CR before it dropped, UTF-8: a ValueError naming
+    the line and byte); the last line may lack its newline.
+    """
+    fd = sys.stdin.fileno()
+    buffer, pending, offset, number = b"", [], 0, 0  # unread bytes, lines not yet yielded, bytes and lines before
+
+    def decode(raw: bytes) -> str:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"stdin: invalid UTF-8 on line {number + 1} (byte {offset + e.start})") from None
+        return text[:-1] if text.endswith("\r") else text
+
+    while True:
+        waiting = select.select([fd], [], [], idle_seconds if pending else None)[0]
+        data = os.read(fd, 1 << 16) if waiting else b""
+        ended = waiting and not data
+        buffer += data
+        *complete, buffer = buffer.split(b"\n")
+        if ended and buffer:
+            complete.append(buffer)  # a last line without its newline
+        for raw in complete:
+            pending.append(decode(raw))
+            offset, number = offset + len(raw) + 1, number + 1
+        if pending and (not waiting or ended or len(pending) >= max_lines):
+            yield pending
+            pending = []
+        if ended:
+            return
 
 
 def read_lines(path: Path) -> List[str]:

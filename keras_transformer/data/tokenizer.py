@@ -31,7 +31,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, Optional, Sequence, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -179,6 +179,13 @@ class Tokenizer:
             return self._eager_tokenize(strings) if tf.executing_eagerly() else self._tokenize(strings)
         dropout = tf.cast(dropout, tf.float32)
         return self._eager_sample(strings, dropout) if tf.executing_eagerly() else self._tokenize(strings, dropout)
+
+    def piece_counts(self, lines: Sequence[str], chunk: int = 4096) -> List[int]:
+        """How many subwords each line tokenizes to (no EOS), ``chunk`` lines per call."""
+        counts: List[int] = []
+        for start in range(0, len(lines), chunk):
+            counts.extend(self.tokenize(list(lines[start:start + chunk])).row_lengths().numpy().tolist())
+        return counts
 
     def detokenize(self, ids) -> tf.Tensor:
         """[B, L] ids (dense or ragged) -> [B] strings; stops at the first EOS, drops PAD/BOS."""

@@ -1,11 +1,13 @@
 """Decoding many lines in batches of similar length, whatever decodes them.
 
-    length_batches(lines, batch_size) -> [[index, ...], ...]   by increasing length
+    is_blank(line) -> bool   empty or whitespace only: never decoded (its output is empty, its score 0)
+    length_batches(lines, batch_size) -> [[index, ...], ...]   the lines that are not blank, by increasing length
     run_batches(fn, lines, batch_size, options, in_flight=1) -> (indices of a batch, fn's outputs), batch by batch
     one_line(text) -> str   UTF-8 bytes as one line of text
 
 Lines are sorted by length (words, then characters) so that short lines are not padded to long ones; callers
-put the outputs back in input order by the indices.
+put the outputs back in input order by the indices. A blank line is in no batch: its output is the empty one,
+as an exported signature answers a blank input (``serving.module``), and the model never sees it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ from typing import Callable, Iterator, List, Sequence, Tuple
 import tensorflow as tf
 
 
+def is_blank(line: str) -> bool:
+    """Empty or whitespace only (str.isspace's characters; ``serving.checks.BLANK_PATTERN`` in the graph)."""
+    return not line.strip()
+
+
 def length_batches(lines: Sequence[str], batch_size: int) -> List[List[int]]:
-    """Indices of ``lines`` in batches of at most ``batch_size``, by increasing length (words, then characters)."""
+    """Indices of the lines that are not blank, in batches of at most ``batch_size``, by increasing length (words,
+    then characters)."""
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
-    order = sorted(range(len(lines)), key=lambda i: (len(lines[i].split()), len(lines[i])))
+    kept = [i for i, line in enumerate(lines) if not is_blank(line)]
+    order = sorted(kept, key=lambda i: (len(lines[i].split()), len(lines[i])))
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 

@@ -175,6 +175,10 @@ class CTranslate2Translator:
         keep = self.max_source_length - 1
         return [self._source_sp.encode(text, out_type=str)[:keep] + [SOURCE_EOS] for text in texts]
 
+    def source_pieces(self, texts: Sequence[str]) -> List[int]:
+        """How many subwords each text tokenizes to (no EOS), before ``encode`` cuts them."""
+        return [len(pieces) for pieces in self._source_sp.encode(list(texts))]
+
     def _detokenize(self, tokens: List[str]) -> str:
         ids = [self._target_sp.piece_to_id(t) for t in tokens]
         if EOS_ID in ids:

@@ -5,6 +5,7 @@
     checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
     checked_source_ids(source_ids, vocab_size) ids asserted in [0, V)
     max_source_length(recipe), truncate_source(source_ids, max_length)
+    blank(inputs) -> [B] bool                   empty or whitespace only: not decoded (``ServingModule``)
 
 A bad request is refused with an InvalidArgumentError naming the input and its rule: the rank of each input
 (inputs [B], source_ids [B, S], scalar options), ids in [0, V), and the options' rules of
@@ -28,6 +29,18 @@ OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, 
            tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
 _RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
           "beam_size": (0, "a scalar"), "alpha": (0, "a scalar"), "extra_length": (0, "a scalar")}
+
+
+# Every character Python's str.isspace() holds true for, as RE2 spells them: RE2's \s is ASCII [\t\n\f\r ] only, so
+# \v, the information separators \x1c-\x1f and NEL are added, and \p{Z} brings the Unicode separators (U+00A0,
+# U+2000-U+200A, U+2028, U+3000, ...). An input made of these alone is blank, in the graph as ``not line.strip()``
+# is in Python (decoding.lines.is_blank); tests/robustness/test_blank_lines.py checks every code point.
+BLANK_PATTERN = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
+
+
+def blank(inputs):
+    """inputs [B] string -> [B] bool: True where the input is empty or only whitespace (``BLANK_PATTERN``)."""
+    return tf.strings.regex_full_match(inputs, BLANK_PATTERN)
 
 
 def max_source_length(recipe: Recipe) -> int:

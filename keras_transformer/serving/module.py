@@ -12,6 +12,11 @@ inputs in the graph first (``serving/checks.py``):
     <OPTIONS_SIGNATURE>    inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
                            -> the same outputs, and n-best lists where the task has them (nbest True)
 
+A blank input (empty or whitespace only, ``checks.blank``) is not decoded: its outputs are empty text, score 0,
+and in an n-best list that one hypothesis, the other slots empty ("" scored NEG_INF, as the search leaves them).
+Every text signature also returns ``truncated`` [B] bool: True where the input had more subwords than the model
+reads (``checks.max_source_length``, EOS included), so that it was decoded from its first ones.
+
 The module tracks the ``tf.Variable`` inside each Keras variable (``model_variables``), not the Keras model:
 tracking the model saves each weight twice and leaves the handles the functions read uninitialised under
 TF1-style loaders (saved_model_cli run, TF Serving). The model itself is held out of the trackable graph.
@@ -26,6 +31,7 @@ from typing import Tuple
 import tensorflow as tf
 
 from keras_transformer import PAD_ID
+from keras_transformer.decoding import NEG_INF
 from keras_transformer.config import PARALLEL_SEARCHES, Recipe
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.serving import checks
@@ -94,8 +100,13 @@ class ServingModule(tf.Module):
 
     def source_ids(self, inputs):
         """inputs [B] string -> source_ids [B, S] int32: subwords + EOS, PAD after, truncated as in training."""
-        source_ids = append_eos(self._tokenizer.source.tokenize(inputs)).to_tensor(PAD_ID)  # [B, S]
-        return checks.truncate_source(source_ids, self._max_source_length)  # [B, S]
+        return self.encode(inputs)[0]
+
+    def encode(self, inputs):
+        """inputs [B] string -> (source_ids [B, S] as ``source_ids``, truncated [B] bool: the input was longer)."""
+        ids = append_eos(self._tokenizer.source.tokenize(inputs))  # [B, (n + 1)]
+        truncated = ids.row_lengths() > self._max_source_length  # [B]
+        return checks.truncate_source(ids.to_tensor(PAD_ID), self._max_source_length), truncated  # [B, S], [B]
 
     def best_with_options(self):
         """A ``tf.function`` that decodes as <OPTIONS_SIGNATURE> but returns the best hypothesis alone, as
@@ -104,11 +115,31 @@ class ServingModule(tf.Module):
                            input_signature=[checks.STRINGS, *checks.OPTIONS], autograph=False)
 
     def _text_with_options(self, inputs, beam_size, alpha, extra_length, nbest: bool = True):
-        return self._decode_text(checks.checked_rank(inputs, "inputs"),
-                                 *checks.checked_options(beam_size, alpha, extra_length), nbest=nbest)
+        return self._decode_nonblank(checks.checked_rank(inputs, "inputs"),
+                                     *checks.checked_options(beam_size, alpha, extra_length), nbest=nbest)
 
     def _text_with_defaults(self, inputs):
-        return self._decode_text(checks.checked_rank(inputs, "inputs"), *self._defaults, nbest=False)
+        return self._decode_nonblank(checks.checked_rank(inputs, "inputs"), *self._defaults, nbest=False)
+
+    def _decode_nonblank(self, inputs, beam_size, alpha, extra_length, nbest: bool) -> dict:
+        """``_decode_text`` of the inputs that are not blank; each blank one gets ``_blank_row`` of every output."""
+        blank = checks.blank(inputs)  # [B]
+        kept = tf.where(~blank)[:, 0]  # [B'] int64
+        out = self._decode_text(tf.gather(inputs, kept), beam_size, alpha, extra_length, nbest)  # {name: [B', ...]}
+        row = tf.where(blank, tf.size(kept, tf.int64), tf.cumsum(tf.cast(~blank, tf.int64), exclusive=True))  # [B]
+        return {name: tf.gather(tf.concat([value, _blank_row(value)], axis=0), row) for name, value in out.items()}
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest: bool) -> dict:
         raise NotImplementedError
+
+
+def _blank_row(value):
+    """value [B', ...] -> [1, ...]: a blank input's output: "" for text, 0 for a score or flag; an n-best score row
+    [1, K] is 0 in its first slot and NEG_INF in the others, the search's empty slots."""
+    shape = tf.concat([[1], tf.shape(value)[1:]], axis=0)
+    if value.dtype == tf.string:
+        return tf.fill(shape, "")
+    if value.shape.rank == 2:
+        first = tf.equal(tf.range(shape[1]), 0)[None, :]  # [1, K]
+        return tf.where(first, tf.zeros(shape, value.dtype), tf.cast(NEG_INF, value.dtype))
+    return tf.zeros(shape, value.dtype)

@@ -29,7 +29,7 @@ from keras_transformer.data import batching, build_datasets, source_piece_counts
 from keras_transformer.schedules import paper_adam
 from keras_transformer.tf_setup import quietly
 from keras_transformer.training import callbacks as kt_callbacks
-from keras_transformer.training.progress import Progress
+from keras_transformer.training.progress import Progress, recipe_summary
 from keras_transformer.training import data_fingerprint, init_from, preemption
 from keras_transformer.training import lock as workdir_lock
 from keras_transformer.training.train_step import TransformerTrainer, build_trainer
@@ -163,7 +163,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
     t = recipe.train
     if chief and verbose != 0:
-        print(f"resolved recipe (also in {paths.recipe_file}):\n{recipe.to_json()}", flush=True)
+        print("\n".join(recipe_summary(recipe, paths.recipe_file)), flush=True)
     keras.utils.set_random_seed(t.seed)
     plan = batch_plan(recipe, strategy)
     if chief and verbose != 0:

@@ -2,11 +2,13 @@
 
     Progress(train_steps, max_seconds=0, interactive=None, every=50)   a Keras callback
     progress_line(step, expected, elapsed, eta, loss, seconds_per_step, val) -> str
+    recipe_summary(recipe, recipe_file) -> [str]   the recipe in a few lines, as a run opens
 
     step 1,250/~3,300   38% [=======>............]  11m02s elapsed, ETA 18m10s  0.53 s/step  loss 2.312  val ppl 5.12
 
 In a terminal the line is rewritten in place ("\\r") about once a second; piped (a log file, CI) it is printed
-as a plain line every ``every`` steps and after each validation. Expected steps: the recipe's ``train_steps``,
+as a plain line every ``every`` steps and after each validation, one line per step: a step that ends a
+validation epoch is printed once, after it, with its scores. Expected steps: the recipe's ``train_steps``,
 or fewer where a wall-clock budget (``max_train_minutes``) will stop the run first, from the time a step has
 taken so far in this run (validation included); the line marks such an estimate with "~". A recipe's
 ``min_train_steps`` is a floor under that estimate (the run trains on to it, ``callbacks.StopAtStep``).
@@ -103,16 +105,40 @@ class Progress(keras.callbacks.Callback):
         if self.interactive:
             if now - self._shown < 1.0:
                 return
-        elif step % self.every:
-            return
+        elif step % self.every or batch + 1 == (self.params or {}).get("steps"):
+            return  # not a step mark, or the epoch's last step: on_epoch_end prints it, with the validation
         self._shown = now
         self._show(self.line(step, (logs or {}).get("loss")))
 
     def on_epoch_end(self, epoch, logs=None):
-        self.val.update({k[4:]: float(v) for k, v in (logs or {}).items() if k.startswith("val_")})
-        if not self.interactive and self.val:
-            self._show(self.line(optimizer_step(self.model.optimizer), (logs or {}).get("loss")))
+        validated = {k[4:]: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
+        self.val.update(validated)
+        step = optimizer_step(self.model.optimizer)
+        if not self.interactive and (validated or step % self.every == 0):
+            self._show(self.line(step, (logs or {}).get("loss")))
 
     def on_train_end(self, logs=None):
         if self.interactive:
             self._show(self.line(optimizer_step(self.model.optimizer), (logs or {}).get("loss")), final=True)
+
+
+def recipe_summary(recipe, recipe_file) -> list:
+    """What a run opens with: the recipe's name, model, data, budget and precision in a few lines (the whole
+    recipe is in ``recipe_file``)."""
+    from keras_transformer.model import count_parameters
+
+    m, d, t = recipe.model, recipe.data, recipe.train
+    vocabulary = f"{m.vocab_size:,} pieces{' shared' if m.shared_vocabulary else ' per language'}"
+    budget = f"{t.train_steps:,} steps"
+    if t.max_train_minutes:
+        budget = f"{t.max_train_minutes:g} minutes or {budget}, whichever comes first"
+    if t.min_train_steps:
+        budget += f" (at least {t.min_train_steps:,} steps)"
+    return [f"recipe {recipe.name} ({recipe.task}; all of it in {recipe_file})",
+            f"  model: {count_parameters(m) / 1e6:.1f}M parameters, {m.num_encoder_layers}+{m.num_decoder_layers} "
+            f"layers, d_model {m.d_model}, d_ff {m.d_ff}, {m.num_heads} heads, {m.norm}-LN, dropout {m.dropout:g}, "
+            f"{vocabulary}",
+            f"  data: {d.corpus} {d.source_lang}->{d.target_lang}, {d.tokens_per_batch:,} tokens per batch, pairs up "
+            f"to {d.max_length} subwords",
+            f"  budget: {budget}; a checkpoint every {t.checkpoint_every:,}, warm-up {t.warmup_steps:,} (Eq. 3)",
+            f"  precision: {'mixed_bfloat16 where the CPU or GPU has it' if t.mixed_precision else 'float32'}"]

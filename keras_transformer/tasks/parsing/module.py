@@ -8,14 +8,16 @@ Signatures of the SavedModel (decoding defaults from the recipe; §6.3: beam 21,
 
     serving_default     inputs [B] string (space-separated words, PTB tokens)
         -> trees [B] string "(S (NP (XX Ms.) (XX Haag)) (VP (XX plays) (NP (XX Elianti))) (XX .))",
-           linearized [B] string "(S (NP XX XX ) (VP XX (NP XX ) ) XX )", scores [B] float32
+           linearized [B] string "(S (NP XX XX ) (VP XX (NP XX ) ) XX )", scores [B] float32,
+           truncated [B] bool (more subwords than the model reads: see below)
     parse_with_options  inputs, beam_size [] int32, alpha [] float32, extra_length [] int32 -> the same
 
 The search is constrained (``constraint.py``): every output is one tree with exactly one slot per word, and
 the words go into the slots in the graph (a word's "(" and ")" written -LRB- and -RRB-; POS tags are the
 placeholder XX: the parser brackets, it does not tag). Inputs are checked as a translator's are
 (``serving/checks.py``). A sentence longer than the model's inputs (``checks.max_source_length``) is parsed
-over its first words; the rest are put under the root, after them. A batch is dealt to ``parallel_searches``
+over its first words (``truncated`` True); the rest are put under the root, after them. A blank input
+(empty or whitespace only) is not parsed: its tree is "" (``serving.module``). A batch is dealt to ``parallel_searches``
 constrained searches run at once, as a translator's (``decoding/parallel.py``; the same trees).
 """
 
@@ -100,13 +102,14 @@ class Parser(ServingModule):
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
         """The best tree of each input (no n-best outputs, whatever ``nbest``): each search stops once its best
         hypothesis is settled (``num_hypotheses`` 1)."""
-        source_ids = self.source_ids(inputs)  # [B, S]
+        source_ids, truncated = self.encode(inputs)  # [B, S], [B]
         sequences, scores = constraint.parse_ids(self.model, source_ids, self._tokens, beam_size, alpha,
                                                  extra_length, self.parallel_searches,
                                                  num_hypotheses=1)  # [B, K, T], [B, K]
         linearized = self.tokenizer.detokenize(sequences[:, 0, :])  # [B]
         slots = constraint.count_words(source_ids, tf.constant(self._tokens.word_starts, tf.bool))  # [B]
-        return {"trees": fill_slots(linearized, inputs, slots), "linearized": linearized, "scores": scores[:, 0]}
+        return {"trees": fill_slots(linearized, inputs, slots), "linearized": linearized, "scores": scores[:, 0],
+                "truncated": truncated}
 
     def _unconstrained(self, inputs, beam_size, alpha, extra_length):
         inputs = checks.checked_rank(inputs, "inputs")  # [B]

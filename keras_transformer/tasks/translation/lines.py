@@ -3,7 +3,7 @@
     translate_lines(loaded, lines, batch_size=32, beam_size=None, alpha=None, extra_length=None)
         -> (translations [N] list of str, scores [N] float32)
     translate_nbest(loaded, lines, nbest, batch_size=32, ...) -> NBest(translations [N][<=n], scores [N][<=n])
-    format_nbest(NBest) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
+    format_nbest(NBest, first=0) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
 function; ``translate_lines`` through its best-only form where the model has one (``Loaded.best``: a
@@ -11,7 +11,8 @@ SavedModel's ``serving_default`` when the options are its own), whose search may
 translations. Lines are translated in batches of similar length (``decoding/lines.py``; a TensorFlow model
 gets ``IN_FLIGHT_BATCHES`` of them at a time) and returned in their original order. A line break the model
 might emit (a byte piece: newline, or any other character ``str.splitlines`` breaks at) is replaced by a
-space, so output line i is always the translation of input line i.
+space, so output line i is always the translation of input line i. A blank input line (empty or
+whitespace only) is not translated: its translation is "", scored 0.
 
 Scores are log P(Y|X) / lp(|Y|) with GNMT's lp(n) = ((5 + n) / 6)^α, |Y| counting the subwords and EOS
 (``keras_transformer.decoding``); ``kt-score`` gives the same number for a translation it is handed.
@@ -25,7 +26,7 @@ import numpy as np
 
 from keras_transformer.config import IN_FLIGHT_BATCHES
 from keras_transformer.decoding import NEG_INF
-from keras_transformer.decoding.lines import one_line, run_batches
+from keras_transformer.decoding.lines import is_blank, one_line, run_batches
 from keras_transformer.tasks.base import resolve_options
 
 EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empty (the search scores it NEG_INF)
@@ -36,7 +37,7 @@ def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
                     extra_length: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
     """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values."""
     options = resolve_options(loaded, beam_size, alpha, extra_length)
-    translations: List[Optional[str]] = [None] * len(lines)
+    translations = [""] * len(lines)  # a blank line's stays "", scored 0 (decoding.lines: never decoded)
     scores = np.zeros([len(lines)], np.float32)
     for batch, out in run_batches(loaded.best or loaded.fn, lines, batch_size, options, _in_flight(loaded)):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
@@ -60,13 +61,14 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
     (GNMT), |Y| counting the subwords and EOS; ``kt-score`` computes the same number for a given translation.
     An empty n-best slot (a search that stopped with fewer than K finished hypotheses returns an empty string
     scored NEG_INF = -1e9 there) is left out, so a line may get fewer than ``nbest`` hypotheses; a real
-    empty translation (EOS first) has a finite score and is kept. None options take the recipe's §6.1 values.
+    empty translation (EOS first) has a finite score and is kept. A blank line gets one hypothesis, "" scored 0,
+    without being decoded. None options take the recipe's §6.1 values.
     """
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     if not 1 <= nbest <= options[0]:
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
-    translations: List[List[str]] = [[] for _ in lines]
-    scores: List[List[float]] = [[] for _ in lines]
+    translations: List[List[str]] = [[""] if is_blank(line) else [] for line in lines]  # a blank line: "", 0
+    scores: List[List[float]] = [[0.0] if is_blank(line) else [] for line in lines]
     for batch, out in run_batches(loaded.fn, lines, batch_size, options, _in_flight(loaded)):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
@@ -82,11 +84,11 @@ def _in_flight(loaded) -> int:
     return 1 if loaded.recipe is None else IN_FLIGHT_BATCHES
 
 
-def format_nbest(result: NBest) -> List[str]:
-    """The Moses/Marian n-best format: ``i ||| translation ||| score`` per hypothesis, i the 0-based input line,
-    the hypotheses of a line together and best first; scores with 6 decimals."""
+def format_nbest(result: NBest, first: int = 0) -> List[str]:
+    """The Moses/Marian n-best format: ``i ||| translation ||| score`` per hypothesis, i the 0-based input line
+    (counted from ``first``), the hypotheses of a line together and best first; scores with 6 decimals."""
     return [f"{i} ||| {text} ||| {score:.6f}"
-            for i, (texts, scores) in enumerate(zip(result.translations, result.scores))
+            for i, (texts, scores) in enumerate(zip(result.translations, result.scores), start=first)
             for text, score in zip(texts, scores)]
 
 

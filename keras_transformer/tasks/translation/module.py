@@ -6,12 +6,15 @@ Signatures (TF signatures cannot have optional inputs, so the decoding options c
 at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 50 — or given as scalar tensors):
 
     serving_default             inputs [B] string
-        -> translations [B] string (best hypothesis, detokenized), scores [B] float32
+        -> translations [B] string (best hypothesis, detokenized), scores [B] float32,
+           truncated [B] bool (the input was longer than the model reads: translated from its first subwords)
     translate_with_options      inputs [B] string, beam_size [] int32, alpha [] float32, extra_length [] int32
-        -> translations, scores, and nbest_translations [B, K] string, nbest_scores [B, K] float32 (best first)
+        -> translations, scores, truncated, and nbest_translations [B, K] string, nbest_scores [B, K] float32
+           (best first)
     translate_ids               source_ids [B, S] int32 -> sequences [B, K, T] int32, scores [B, K] float32
     translate_ids_with_options  source_ids, beam_size, alpha, extra_length -> the same outputs
 
+A blank input (empty or whitespace only) is not translated: "" with score 0 (``serving.module``).
 ``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after. ``sequences`` hold no BOS,
 include EOS and are PAD after it. Scores are log P(Y|X) / lp(Y) (``keras_transformer.decoding``). The text
 signatures and the in-graph checks come from ``serving.module.ServingModule``; an ids-only translator
@@ -133,13 +136,14 @@ class Translator(ServingModule):
         return requests
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
-        result = self._search(self.source_ids(inputs), beam_size, alpha, extra_length, None if nbest else 1)
+        source_ids, truncated = self.encode(inputs)  # [B, S], [B]
+        result = self._search(source_ids, beam_size, alpha, extra_length, None if nbest else 1)
         sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
         if not nbest:
             best = self.tokenizer.target.detokenize(sequences[:, 0, :])  # [B]
-            return {"translations": best, "scores": scores[:, 0]}
+            return {"translations": best, "scores": scores[:, 0], "truncated": truncated}
         shape = tf.shape(sequences)
         flat = tf.reshape(sequences, [shape[0] * shape[1], shape[2]])  # [B*K, T]
         texts = tf.reshape(self.tokenizer.target.detokenize(flat), shape[:2])  # [B, K]
         return {"translations": texts[:, 0], "scores": scores[:, 0], "nbest_translations": texts,
-                "nbest_scores": scores}
+                "nbest_scores": scores, "truncated": truncated}
