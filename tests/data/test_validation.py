@@ -177,6 +177,22 @@ def test_the_reservoir_sample_is_bounded_seeded_and_aligned(tmp_path, write_line
     assert sample(seed=1, sentences=4000)[1] == [(f"en {i}", f"de {i}") for i in range(n)]  # all, in file order
 
 
+def test_the_check_holds_memory_for_its_sample_not_for_the_corpus(tmp_path, write_lines):
+    # The first run on a new corpus: a corpus 8x larger, the same sample, the same Python memory at the peak
+    # (bench/bench_corpus_scale.py's first_run stage measures the whole process, SentencePiece included).
+    import tracemalloc
+
+    peaks = []
+    for n in (5_000, 40_000):
+        lines = [f"sentence number {i} of the corpus, long enough to weigh something" for i in range(n)]
+        src, tgt = write_lines(tmp_path / f"{n}.en", lines), write_lines(tmp_path / f"{n}.de.gz", lines, gz=True)
+        tracemalloc.start()
+        validation.check([(src, tgt)], cache_dir=tmp_path / f"cache{n}", sample_sentences=200, seed=1)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.2 * peaks[0], peaks
+
+
 def test_the_reservoir_is_uniform(tmp_path, write_lines):
     # Algorithm L keeps each of n items with probability k / n: 10 of 100, over 2000 seeds -> 200 each.
     src = write_lines(tmp_path / "u.en", [str(i) for i in range(100)])

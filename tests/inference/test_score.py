@@ -56,6 +56,17 @@ class _LetterTokenizer:
 HIT, MISS = math.log(0.3), math.log(0.1)
 
 
+def test_a_blank_source_and_target_score_zero_without_the_model(monkeypatch):
+    recipe, rows = recipes.get("tiny"), []
+    score_ids = scoring.score_ids
+    monkeypatch.setattr(scoring, "score_ids", lambda model, source_ids, *a: rows.append(len(source_ids)) or
+                        score_ids(model, source_ids, *a))
+    result = scoring.score_lines(_FakeModel(), recipe, _LetterTokenizer(), ["x", " ", "", "x"], ["ab", "", "", ""])
+    assert result.log_probs[1:3].tolist() == [0, 0] and result.lengths.tolist() == [3, 0, 0, 1]
+    assert result.scores[1:3].tolist() == [0, 0] and sum(rows) == 2  # only the two pairs with a source
+    np.testing.assert_allclose(result.log_probs[[0, 3]], [2 * MISS + HIT, HIT], rtol=1e-6)
+
+
 def test_hand_computed_log_probs_lengths_and_length_penalty():
     recipe = recipes.get("tiny")
     # Y (EOS = 3)  decoder in   favoured     log P
@@ -150,7 +161,7 @@ def test_kt_score_of_kt_translate_nbest_gives_back_its_scores(tmp_path):
 
 
 def test_kt_score_writes_one_line_per_pair_in_order(trained_workdir, tmp_path):
-    targets = ["Ein Hund rennt.", "", "Zwei Männer stehen auf der Straße und reden miteinander.", "Kinder.", "x"]
+    targets = ["Ein Hund rennt.", "", "", "Zwei Männer stehen auf der Straße und reden miteinander.", "x"]
     (tmp_path / "src.en").write_text("".join(f"{s}\n" for s in SOURCES), encoding="utf-8")
     (tmp_path / "tgt.de").write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
     output = tmp_path / "out" / "scores.jsonl"
@@ -160,7 +171,8 @@ def test_kt_score_writes_one_line_per_pair_in_order(trained_workdir, tmp_path):
     model, recipe, tok = artifacts.load_model(trained_workdir)
     expected = scoring.score_lines(model, recipe, tok, SOURCES, targets)  # other batches: float32 sums differ a bit
     assert [r["tokens"] for r in rows] == expected.lengths.tolist()
-    assert rows[1]["tokens"] == 1  # an empty target is [EOS]
+    assert rows[1] == {"log_prob": 0, "tokens": 0, "score": 0}  # a blank pair: kt-translate's score of a blank line
+    assert rows[2]["tokens"] == 1  # an empty target of a source is [EOS]
     np.testing.assert_allclose([r["log_prob"] for r in rows], expected.log_probs, rtol=1e-6, atol=2e-6)
     np.testing.assert_allclose([r["score"] for r in rows], expected.scores, rtol=1e-6, atol=2e-6)
 

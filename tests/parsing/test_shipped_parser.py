@@ -46,11 +46,11 @@ def test_shipped_parser_is_small_and_records_what_reproduces_it(metadata):
     assert metadata["f1"] > 60  # every word flat under one S scores 9.15 on this split; the first parser 14.33
 
 
-def test_kt_parse_gives_one_tree_over_the_input_words():
-    result = run_cli("parse", f"--model={SHIPPED}", stdin="".join(f"{s}\n" for s in HELD))
+def test_kt_parse_gives_one_tree_over_the_input_words_and_an_empty_line_for_a_blank_one():
+    result = run_cli("parse", f"--model={SHIPPED}", stdin=f"{HELD[0]}\n  \n{HELD[1]}\n")
     outputs = result.stdout.splitlines()
-    assert len(outputs) == len(HELD)
-    for sentence, output in zip(HELD, outputs):
+    assert len(outputs) == len(HELD) + 1 and outputs[1] == ""
+    for sentence, output in zip(HELD, outputs[::2]):
         (tree,) = trees.read_trees(output)
         assert trees.words(tree) == sentence.split(), output
 

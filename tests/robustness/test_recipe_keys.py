@@ -1,5 +1,6 @@
 """A recipe file with a key this version does not know is refused, naming the key, its section and the closest
-valid name; keys older versions wrote still load (keras_transformer/recipe_keys.py)."""
+valid name; a value of the wrong type is refused naming the field and what it wants; keys older versions wrote
+still load (keras_transformer/recipe_keys.py)."""
 
 import json
 from pathlib import Path
@@ -97,4 +98,56 @@ def test_kt_train_exits_2_with_one_line_naming_the_key(tmp_path):
     path.write_text(json.dumps(d))
     result = run_cli("train", f"--recipe={path}", f"--workdir={tmp_path / 'run'}", timeout=300)
     assert_one_error_line(result, "--recipe", "model.d_modle: unknown key; did you mean d_model?")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("section,key,value,message", [
+    ("model", "d_model", "64", 'model.d_model: expected an integer, got the string "64"'),
+    ("model", "d_model", 64.5, "model.d_model: expected an integer, got the number 64.5"),
+    ("model", "num_heads", True, "model.num_heads: expected an integer, got true"),
+    ("model", "dropout", "0.1", 'model.dropout: expected a number, got the string "0.1"'),
+    ("model", "shared_vocabulary", 1, "model.shared_vocabulary: expected true or false, got the number 1"),
+    ("model", "norm", 3, "model.norm: expected a string, got the number 3"),
+    ("model", "norm", "middle", "model.norm: must be 'post' or 'pre', got 'middle'"),  # an enum's own rule
+    ("train", "warmup_steps", None, "train.warmup_steps: expected an integer, got null"),
+    ("data", "bucket_boundaries", "8,16", 'data.bucket_boundaries: expected a list of integers or null, got the '
+                                          'string "8,16"'),
+    ("data", "bucket_boundaries", [8, "16"], 'data.bucket_boundaries: expected a list of integers, got a list '
+                                             'holding the string "16"'),
+    ("decode", "alpha_grid", [0.6, True], "decode.alpha_grid: expected a list of numbers, got a list holding true"),
+    ("data", "train_prefix", 5, "data.train_prefix: expected a string or null, got the number 5"),
+    (None, "name", 3, "name: expected a string, got the number 3"),
+])
+def test_a_value_of_the_wrong_type_is_named_with_its_field_and_what_it_wants(section, key, value, message):
+    d = _tiny()
+    (d if section is None else d[section])[key] = value
+    with pytest.raises(ValueError) as caught:
+        Recipe.from_dict(d)
+    assert str(caught.value) == message
+
+
+def test_right_types_in_json_form_still_load():
+    d = _tiny()
+    d["model"]["dropout"] = 0  # an integer where a number is wanted
+    d["data"]["bucket_boundaries"] = [8, 16, 32]
+    d["decode"]["alpha_grid"] = [0.6, 1]
+    recipe = Recipe.from_dict(d)
+    assert recipe.model.dropout == 0 and recipe.data.bucket_boundaries == (8, 16, 32)
+    assert recipe.decode.alpha_grid == (0.6, 1)
+
+
+def test_a_missing_section_is_named():
+    d = _tiny()
+    del d["train"]
+    with pytest.raises(ValueError, match="^train: missing section$"):
+        Recipe.from_dict(d)
+
+
+def test_kt_train_names_a_wrongly_typed_field_in_one_line(tmp_path):
+    d = _tiny()
+    d["model"]["d_model"] = "64"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    result = run_cli("train", f"--recipe={path}", f"--workdir={tmp_path / 'run'}", timeout=300)
+    assert_one_error_line(result, f"--recipe: {path}: model.d_model: expected an integer, got the string \"64\"")
     assert not (tmp_path / "run").exists()

@@ -50,6 +50,30 @@ def test_a_time_budget_estimates_the_steps_it_will_buy(monkeypatch):
     assert len(stream.getvalue().splitlines()) == 3
 
 
+def test_piped_a_step_that_ends_a_validation_epoch_is_printed_once_with_its_scores(monkeypatch):
+    callback, clock, stream = _progress(monkeypatch, train_steps=1_000, max_seconds=0, interactive=False)
+    callback.set_params({"steps": 100})  # an epoch (a checkpoint and its validation) every 100 steps
+    for batch in range(100):  # steps 101 ... 200
+        clock.now = batch + 1.0
+        callback.model.optimizer["step"] = 101 + batch
+        callback.on_train_batch_end(batch, {"loss": 3.0})
+    callback.on_epoch_end(0, {"loss": 2.5, "val_perplexity": 9.87})
+    lines = stream.getvalue().splitlines()
+    assert [line.split("/")[0] for line in lines] == ["step 150", "step 200"]
+    assert lines[1].endswith("loss 2.500  val ppl 9.87") and "val ppl" not in lines[0]
+
+
+def test_a_run_opens_with_a_few_summary_lines_of_its_recipe():
+    import recipes
+
+    lines = progress.recipe_summary(recipes.get("multi30k_demo"), "runs/demo/recipe.json")
+    assert lines[0] == "recipe multi30k_demo (translation; all of it in runs/demo/recipe.json)"
+    assert lines[1].startswith("  model: 2.3M parameters, 4+4 layers, d_model 128, d_ff 256, 4 heads, pre-LN")
+    assert lines[2] == "  data: multi30k en->de, 2,048 tokens per batch, pairs up to 80 subwords"
+    assert lines[3].startswith("  budget: 15 minutes or 8,000 steps, whichever comes first (at least 1,000 steps)")
+    assert len(lines) == 5 and lines[4] == "  precision: mixed_bfloat16 where the CPU or GPU has it"
+
+
 def test_without_a_budget_the_steps_are_the_recipes_and_a_terminal_line_is_rewritten(monkeypatch):
     callback, clock, stream = _progress(monkeypatch, train_steps=300, max_seconds=0, interactive=True)
     clock.now = 10.0
