@@ -51,9 +51,9 @@ def main(argv):
     start = time.time()
     count, cut = decode_flags.decode_input(parser, chunks, parse, "parsed")
     seconds = time.time() - start
+    cut_summary = decode_flags.long_lines_summary(cut, parser.max_source_pieces)
     print(f"parsed {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
-          f"{parser.description}; {repaired} outputs repaired{decode_flags.long_lines_summary(cut, parser.max_source_pieces)}",
-          file=sys.stderr)
+          f"{parser.description}; {repaired} outputs repaired{cut_summary}", file=sys.stderr)
 
 
 def run():

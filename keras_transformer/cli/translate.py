@@ -68,8 +68,9 @@ def main(argv):
     start = time.time()
     count, cut = decode_flags.decode_input(translator, chunks, translate, "translated")
     seconds = time.time() - start
+    cut_summary = decode_flags.long_lines_summary(cut, translator.max_source_pieces)
     print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
-          f"{translator.description}{decode_flags.long_lines_summary(cut, translator.max_source_pieces)}", file=sys.stderr)
+          f"{translator.description}{cut_summary}", file=sys.stderr)
 
 
 def run():

@@ -280,15 +280,18 @@ class CTranslate2Translator:
         if beam_size < 1 or alpha < 0 or extra_length < 0:
             raise ValueError(f"beam_size >= 1, alpha >= 0 and extra_length >= 0 expected, got {beam_size}, {alpha}, "
                              f"{extra_length}")
-        sources = self.encode(texts)
+        kept = [i for i, text in enumerate(texts) if text.strip()]  # a blank input is not translated: "", score 0
+        sources = self.encode([texts[i] for i in kept])
         # Each sentence's own limit (decoding/model_step.max_output_lengths): source tokens + extra_length.
         limits = [min(len(s) + extra_length, self.recipe.model.max_length) for s in sources]
         search = self._native if self.search == "native" else self._gnmt_search
-        nbest = search(sources, limits, beam_size, alpha)
-        b = len(sources)
+        nbest = search(sources, limits, beam_size, alpha) if sources else []
+        b = len(texts)
         nbest_translations = np.full([b, beam_size], "", dtype=object)
         nbest_scores = np.full([b, beam_size], NEG_INF, dtype=np.float32)
-        for i, hypotheses in enumerate(nbest):
+        nbest_scores[:, 0] = 0.0  # the blank inputs' one hypothesis; the others' are overwritten below
+        for i, hypotheses in zip(kept, nbest):
+            nbest_scores[i, 0] = NEG_INF
             for k, (tokens, score) in enumerate(hypotheses):
                 nbest_translations[i, k] = self._detokenize(tokens)
                 nbest_scores[i, k] = score

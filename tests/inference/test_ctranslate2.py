@@ -165,6 +165,7 @@ def test_long_and_empty_inputs_follow_our_rules(pair):
     assert sources[0] == [SOURCE_EOS] and len(sources[1]) == 24 and sources[1][-1] == SOURCE_EOS  # 23 pieces + EOS
     expected = _ours(ours, ["", LONG, LONG + " And more words at the end."], 4, 0.6, 5)
     got = theirs.translate(["", LONG, LONG + " And more words at the end."], 4, 0.6, 5)
+    assert (got["translations"][0], got["scores"][0]) == ("", 0)  # a blank input, as the signatures answer it
     assert got["translations"][1] == got["translations"][2]  # the words past max_source_length are cut
     assert [t.decode() for t in expected["translations"]] == list(got["translations"])
     np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4, rtol=1e-5)
@@ -227,8 +228,13 @@ def test_native_search_is_translate_batch_within_each_maximum_length(converted, 
         got = native.translate(LINES, beam_size=3, alpha=0.5, extra_length=extra_length)
         monkeypatch.setattr(native, "_translator", translator)
         limits = [len(s) + extra_length for s in sources]
-        assert calls[0] == (len(LINES), max(limits)) and all(length in limits for _, length in calls[1:])
+        kept = [i for i, line in enumerate(LINES) if line.strip()]  # a blank line is not searched: "", score 0
+        assert calls[0] == (len(kept), max(limits[i] for i in kept))
+        assert all(length in limits for _, length in calls[1:])
         for i, (source, limit) in enumerate(zip(sources, limits)):
+            if i not in kept:
+                assert got["nbest_translations"][i][0] == "" and got["nbest_scores"][i][0] == 0
+                continue
             alone = translator.translate_batch(
                 [source], beam_size=3, num_hypotheses=3, length_penalty=0.5, return_scores=True,
                 max_decoding_length=limit, max_input_length=0, suppress_sequences=[["<pad>"], ["<s>"]])[0]
@@ -282,7 +288,7 @@ def test_int8_directory_loads_through_load_translator(keras_parts, tmp_path):
     assert loaded.defaults == (4, ctranslate2_translate.DEFAULT_LENGTH_PENALTY, 50) and "int8" in loaded.description
     assert inference.load(directory, ctranslate2_search="gnmt").defaults == (4, 0.6, 50)
     translations, scores = translation_lines.translate_lines(loaded, LINES[:3], batch_size=2)
-    assert len(translations) == 3 and np.all(scores < 0)
+    assert len(translations) == 3 and np.all(scores[[0, 2]] < 0) and (translations[1], scores[1]) == ("", 0)
     with pytest.raises(ValueError, match="^--checkpoint: .* CTranslate2"):
         inference.load(directory, checkpoint="averaged")
 

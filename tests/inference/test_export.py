@@ -16,6 +16,7 @@ from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import PARALLEL_SEARCHES
 from keras_transformer.serving import writer as export
 from keras_transformer.decoding import translate_ids
+from keras_transformer.decoding.lines import is_blank
 from keras_transformer.tasks.translation.module import Translator
 from keras_transformer.serving import loading
 from keras_transformer.checkpoints.names import variable_names
@@ -94,11 +95,14 @@ def test_fresh_process_reproduces_eager_beam_search(eager, exported, ids_only):
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["project_imported"] == []
     assert "SentencepieceOp" in out["without_text"]  # why --ids_only exists
-    np.testing.assert_array_equal(out["ids_only_sequences"], sequences.numpy())
+    np.testing.assert_array_equal(out["ids_only_sequences"], sequences.numpy())  # the ids API decodes [EOS] too
+    blank = np.array([is_blank(s) for s in SENTENCES])  # the text signatures answer a blank input "", score 0
+    expected = ["" if b else e for b, e in zip(blank, expected)]
     assert out["translations"] == out["options_translations"] == expected and len(expected) == len(SENTENCES)
-    assert out["outputs"] == ["scores", "translations"]  # serving_default: the best alone
-    np.testing.assert_allclose(out["scores"], scores.numpy()[:, 0], rtol=1e-6)
-    np.testing.assert_allclose(out["nbest_scores"], scores.numpy(), rtol=1e-6)
+    assert out["outputs"] == ["scores", "translations", "truncated"]  # serving_default: the best alone
+    np.testing.assert_allclose(out["scores"], np.where(blank, 0.0, scores.numpy()[:, 0]), rtol=1e-6)
+    nbest = np.where(blank[:, None], [0.0] + [-1e9] * (scores.shape[1] - 1), scores.numpy())
+    np.testing.assert_allclose(out["nbest_scores"], nbest, rtol=1e-6)
     assert (np.diff(scores.numpy(), axis=1) <= 0).all()  # n-best, best first
 
 
@@ -245,7 +249,8 @@ def test_serving_inputs_one_output_each(exported, eager):
     serve = loaded.signatures["serving_default"]
     for text in SENTENCES[1:6]:
         out = serve(inputs=tf.constant([text]))
-        assert out["translations"].shape == out["scores"].shape == [1] and set(out) == {"translations", "scores"}
+        assert out["translations"].shape == out["scores"].shape == [1]
+        assert set(out) == {"translations", "scores", "truncated"}
         assert np.isfinite(out["scores"].numpy()).all()
     out = serve(inputs=tf.constant(SENTENCES))  # a batch mixing all of them
     assert out["translations"].shape == [len(SENTENCES)]

@@ -20,7 +20,7 @@ LINES = ["A dog runs across the green field near the river.", "", "Two men.", "A
 
 
 def test_batches_by_length_and_restores_order():
-    assert length_batches(["a b c", "a", "a b", "", "a b c d"], 2) == [[3, 1], [2, 0], [4]]
+    assert length_batches(["a b c", "a", "a b", "", "a b c d"], 2) == [[1, 2], [0, 4]]  # a blank line in none
     calls = []
 
     def fake(inputs, beam_size, alpha, extra_length):  # "translates" by reversing; score = -characters
@@ -31,9 +31,9 @@ def test_batches_by_length_and_restores_order():
 
     translator = artifacts.Loaded(fake, (4, 0.6, 50), None, "fake", None)
     translations, scores = translation_lines.translate_lines(translator, LINES, batch_size=4, alpha=0.0)
-    assert translations == [line[::-1] for line in LINES]
+    assert translations == [line[::-1] for line in LINES]  # the blank line's "" without being decoded
     np.testing.assert_array_equal(scores, [-len(line) for line in LINES])
-    assert [c[0] for c in calls] == [["", "Kids.", "Two men.", "A girl is playing."], [LINES[0], LINES[4]]]
+    assert [c[0] for c in calls] == [["Kids.", "Two men.", "A girl is playing.", LINES[0]], [LINES[4]]]
     assert {c[1:] for c in calls} == {(4, 0.0, 50)}  # unset options take the recipe's values
 
 
@@ -42,12 +42,12 @@ def test_batches_in_flight_are_decoded_at_once_and_come_back_in_order():
 
     def fake(inputs, beam_size, alpha, extra_length):
         texts = [t.decode() for t in inputs.numpy()]
-        if texts[0] in ("", LINES[0]):  # the two batches of four lines (length order puts "" first)
+        if texts[0] in ("Kids.", LINES[0]):  # the batches of three lines (the blank one is in none)
             two_at_once.wait()
         return {"texts": texts}
 
-    got = [(batch, out["texts"]) for batch, out in run_batches(fake, LINES, 4, (4, 0.6, 50), in_flight=2)]
-    assert got == [(batch, [LINES[i] for i in batch]) for batch in length_batches(LINES, 4)]
+    got = [(batch, out["texts"]) for batch, out in run_batches(fake, LINES, 3, (4, 0.6, 50), in_flight=2)]
+    assert got == [(batch, [LINES[i] for i in batch]) for batch in length_batches(LINES, 3)]
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_the_best_alone_is_the_best_of_the_nbest_search(trained_workdir, exporte
             np.testing.assert_allclose(best[1], full[1], rtol=1e-6, atol=1e-5)  # a batch's rows round by its size
     beam_size, alpha, extra_length = (tf.constant(v) for v in export.defaults)
     inputs = tf.constant(LINES)
-    assert set(export.best(inputs, beam_size, alpha, extra_length)) == {"translations", "scores"}  # serving_default
+    assert set(export.best(inputs, beam_size, alpha, extra_length)) == {"translations", "scores", "truncated"}
     assert "nbest_translations" in export.best(inputs, beam_size, tf.constant(1.2), extra_length)
 
 
