@@ -38,6 +38,9 @@ the safety net for unconstrained decoding and for sequences from elsewhere.
 Depth. An unconstrained decoder may nest hundreds of brackets; every function
 here walks trees with a stack of its own (``fold``), never with Python's
 recursion, so no depth raises RecursionError.
+
+Reading is written here rather than taken from NLTK's ``Tree.fromstring`` (not a dependency; it recurses, and
+names no line in its errors) or PYEVALB's tree reader (one sentence at a time, no treebank-file errors).
 """
 
 from __future__ import annotations
