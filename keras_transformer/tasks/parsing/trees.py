@@ -39,8 +39,9 @@ Depth. An unconstrained decoder may nest hundreds of brackets; every function
 here walks trees with a stack of its own (``fold``), never with Python's
 recursion, so no depth raises RecursionError.
 
-Reading is written here rather than taken from NLTK's ``Tree.fromstring`` (not a dependency; it recurses, and
-names no line in its errors) or PYEVALB's tree reader (one sentence at a time, no treebank-file errors).
+Reading is written here rather than taken from NLTK's ``Tree.fromstring`` (not a dependency; its errors give a
+character index, not the file and line) or PYEVALB's ``create_from_bracket_string`` (one tree per string, and a
+malformed one fails with an IndexError, not a message).
 """
 
 from __future__ import annotations
