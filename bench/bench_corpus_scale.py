@@ -101,7 +101,7 @@ def write_corpus(directory: Path, pool, size: int, shards: int, gz: bool, seed: 
 def bench_recipe(prefix: str):
     import dataclasses
 
-    import recipes
+    from keras_transformer import recipes
 
     base = recipes.get("multi30k")
     data = dataclasses.replace(base.data, corpus="text", train_prefix=prefix, eval_split="newstest2013",
@@ -118,7 +118,7 @@ def _vm_hwm_mb() -> float:
 
 def child(stage: str) -> None:
     """Runs one stage in this (fresh) process; prints {"pairs", "seconds", "vm_hwm_mb", ...} as its last line."""
-    import recipes
+    from keras_transformer import recipes
 
     if stage == "recipe":
         Path(FLAGS.recipe_json).write_text(bench_recipe(FLAGS.prefix).to_json())

@@ -80,7 +80,7 @@ def measure(search, lines, batch_size, decode):
 
 def main(argv):
     del argv
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer.config import override
 
     recipe = recipes.get(FLAGS.recipe)

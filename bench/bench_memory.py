@@ -198,7 +198,7 @@ def child(phase, recipe_name):
     init_devices()
     import dataclasses
 
-    import recipes
+    from keras_transformer import recipes
     import tensorflow as tf
 
     start_rss, _ = memory_mb()

@@ -101,7 +101,7 @@ def torch_reference_variant(variant: str) -> str:
 
 
 def bench_recipe(name, torch, peaks):
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer import PAD_ID
 
     recipe = recipes.get(name)

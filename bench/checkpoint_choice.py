@@ -95,7 +95,7 @@ def _step(path: Path) -> int:
 
 def main(argv):
     del argv
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer.data import corpora
     from keras_transformer.tasks.parsing import treebank, trees
 

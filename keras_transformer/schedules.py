@@ -47,15 +47,21 @@ def cooldown_multiplier(progress: float, cooldown: float) -> float:
     return min(1.0, max(0.0, (1.0 - progress) / cooldown))
 
 
-def paper_adam(d_model, train_config, **kwargs) -> keras.optimizers.Adam:
-    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3) on the Eq. 3 schedule.
+def noam_schedule(d_model, train_config) -> NoamSchedule:
+    """Eq. 3 with the recipe's warm-up, scale and cooldown."""
+    return NoamSchedule(d_model, train_config.warmup_steps, train_config.learning_rate_scale, train_config.cooldown)
+
+
+def paper_adam(d_model, train_config, schedule: NoamSchedule = None, **kwargs) -> keras.optimizers.Adam:
+    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3) on the Eq. 3 schedule (``schedule``: that one, built by
+    ``noam_schedule``, so that its caller keeps a handle on it).
 
     Gradient accumulation is not the optimizer's: ``train_step.TransformerTrainer`` applies
     one update per A micro-batches, so ``iterations`` (and Eq. 3) counts updates.
     """
     t = train_config
     return keras.optimizers.Adam(
-        learning_rate=NoamSchedule(d_model, t.warmup_steps, t.learning_rate_scale, t.cooldown),
+        learning_rate=schedule or noam_schedule(d_model, t),
         beta_1=t.adam_beta_1,
         beta_2=t.adam_beta_2,
         epsilon=t.adam_epsilon,

@@ -15,7 +15,7 @@ from typing import Dict
 
 from keras_transformer.config import Recipe
 from keras_transformer.workdir import RECIPE_FILE
-from recipes import base, big, multi30k, ptb_sample, table3, tiny, wmt14_enfr, wsj_paper
+from keras_transformer.recipes import base, big, multi30k, ptb_sample, table3, tiny, wmt14_enfr, wsj_paper
 
 
 _RECIPES: Dict[str, Recipe] = {

@@ -7,7 +7,7 @@ for how our counts relate to the paper's).
 
 import dataclasses
 
-from recipes import base
+from keras_transformer.recipes import base
 
 RECIPE = dataclasses.replace(
     base.RECIPE,

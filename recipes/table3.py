@@ -7,7 +7,7 @@ list one; our closed-form counts run about 2M below it (see base.py).
 
 import dataclasses
 
-from recipes import base
+from keras_transformer.recipes import base
 
 _B = base.RECIPE
 

@@ -14,7 +14,7 @@ big 209,125,376 (5000 fewer embedding rows than En-De's 37000).
 
 import dataclasses
 
-from recipes import base, big
+from keras_transformer.recipes import base, big
 
 _DATA = dataclasses.replace(base.RECIPE.data, target_lang="fr")  # wmt14 en/fr -> TFDS wmt14_translate/fr-en
 

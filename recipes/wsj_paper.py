@@ -39,7 +39,7 @@ The full treebank (LDC99T42) is licensed: point ``--treebank`` at its
 import dataclasses
 
 from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig
-from recipes import base
+from keras_transformer.recipes import base
 
 RECIPE = dataclasses.replace(
     base.RECIPE,

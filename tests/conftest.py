@@ -90,7 +90,7 @@ def _seed():
 
 @pytest.fixture
 def tiny_recipe():
-    import recipes
+    from keras_transformer import recipes
 
     return recipes.get("tiny")
 

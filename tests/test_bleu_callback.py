@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import EOS_ID
 from keras_transformer.tasks.translation import metric
 from keras_transformer.tasks.translation.dev import DevBleu

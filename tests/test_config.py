@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Recipe, TrainConfig
 
 

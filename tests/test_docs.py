@@ -5,7 +5,10 @@
   command) must be a flag of that tool, as its ``--helpfull`` lists it. Each tool's module is read from
   pyproject.toml's [project.scripts], so a renamed module is followed. Absl boolean flags may be written
   ``--noflag``.
-- README.md has at most 200 lines.
+- README.md has at most 200 lines, and every page of docs/ but docs/notes.md (the one place for history: dated
+  runs, superseded tables, how a recipe was chosen) at most 300.
+- README.md and the docs/ pages but docs/notes.md name no git commit hashes: a user page describes the project as
+  it stands, and a run's commit belongs in docs/notes.md.
 - Every relative link in README.md and docs/*.md points to a file or directory that exists.
 """
 
@@ -26,6 +29,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
 DOCS_DIR = os.path.join(REPO_ROOT, "docs")
 README_MAX_LINES = 200
+USER_PAGE_MAX_LINES = 300
+NOTES = os.path.join(DOCS_DIR, "notes.md")
 # Pages that README.md links ahead of their being written by other work in progress: a missing one is
 # reported as skipped, not failed; once it exists its links are checked like any other page's.
 PENDING_PAGES = {os.path.join("docs", "architecture.md")}
@@ -36,6 +41,11 @@ def _doc_files():
     if os.path.isdir(DOCS_DIR):
         files += sorted(os.path.join(DOCS_DIR, name) for name in os.listdir(DOCS_DIR) if name.endswith(".md"))
     return files
+
+
+def _user_pages():
+    """docs/*.md but notes.md, which holds the history and has no length limit."""
+    return [path for path in _doc_files() if path not in (README, NOTES)]
 
 
 def _read(path):
@@ -222,3 +232,33 @@ def test_every_relative_link_points_to_an_existing_file():
     assert not missing, "links to files that do not exist:\n" + "\n".join(missing)
     if pending:
         pytest.skip("pages linked ahead of being written: " + "; ".join(pending))
+
+
+def test_every_user_page_is_at_most_300_lines():
+    pages = _user_pages()
+    assert pages, "no page found in docs/"
+    lengths = {os.path.relpath(path, REPO_ROOT): len(_read(path).splitlines()) for path in pages}
+    long = [f"{page} has {lines} lines" for page, lines in lengths.items() if lines > USER_PAGE_MAX_LINES]
+    assert not long, (f"user pages over {USER_PAGE_MAX_LINES} lines; keep the guide (commands, options, what each "
+                      "costs, the current figures) and move experiment logs, dated runs and history to "
+                      "docs/notes.md:\n" + "\n".join(long))
+
+
+# A commit reference: 7 to 40 hex digits with at least one digit and one letter a-f, standing alone (so not a
+# part of a longer word, a hyphenated name, a UUID or a 64-digit digest).
+_COMMIT_HASH = re.compile(r"(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
+
+
+def test_user_pages_name_no_commit_hashes():
+    found = [f"{os.path.relpath(path, REPO_ROOT)}:{number}: {match.group(0)}"
+             for path in [README] + _user_pages()
+             for number, line in enumerate(_read(path).splitlines(), start=1)
+             for match in _COMMIT_HASH.finditer(line)]
+    assert not found, ("commit hashes on user pages; say what changed (or the date) instead, and keep the commit in "
+                       "docs/notes.md:\n" + "\n".join(found))
+
+
+def test_commit_hash_pattern_finds_commits_only():
+    text = ("measured at f0b08f5 (b02f1f9), `git archive 28b1669 saved_models`, 2024b00's; "
+            "1e-6 2026-11-28 63082496 deadbeef 0x1f2e3d4c5b 123e4567-e89b-12d3 kt-2b4c6d8e " + "ab12" * 16)
+    assert [m.group(0) for m in _COMMIT_HASH.finditer(text)] == ["f0b08f5", "b02f1f9", "28b1669", "2024b00"]

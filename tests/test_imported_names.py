@@ -18,7 +18,10 @@ SOURCES = ("bench", "recipes", "tests", PACKAGE)
 
 def _module_path(module: str):
     """keras_transformer.a.b -> keras_transformer/a/b.py or keras_transformer/a/b/__init__.py (None if neither)."""
-    base = REPO.joinpath(*module.split("."))
+    parts = module.split(".")
+    if parts[:2] == [PACKAGE, "recipes"]:  # installed from the top-level recipes/ (pyproject.toml's package-dir)
+        parts = parts[1:]
+    base = REPO.joinpath(*parts)
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path

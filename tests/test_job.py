@@ -58,7 +58,7 @@ def _write_metadata(directory, **fields):
 
 
 def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp_path):
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer.pipeline import shipped_results
 
     data = {"corpus": "multi30k", "source_lang": "en", "target_lang": "de"}
@@ -77,7 +77,7 @@ def test_shipped_results_are_the_exports_on_the_same_test_set_with_a_command(tmp
 
 
 def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeypatch):
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer import training
     from keras_transformer import pipeline as job
     from keras_transformer.checkpoints import averaging
@@ -102,7 +102,7 @@ def test_stage_one_names_the_time_budget_that_stopped_training(tmp_path, monkeyp
 def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):
     import dataclasses
 
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer import pipeline as job
     from keras_transformer.tasks.base import Decoded
     from keras_transformer.tasks.translation import TranslationTask

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "keras_transformer"
 # The floors, lowest first: a module may import from its own floor and the floors below it, never above.
 FLOORS = (
     ("", "config", "recipe_keys", "workdir", "tf_setup", "_keras_compat", "precision"),  # "": the __init__
-    ("layers", "model", "losses", "schedules"),
+    ("layers", "model", "losses", "schedules", "recipes"),  # recipes: the top-level recipes/, installed in the package
     ("data", "decoding", "checkpoints"),
     ("serving", "engines", "scoring", "plotting"),
     ("artifacts",),
@@ -29,8 +29,11 @@ MAX_LINES = 400
 
 
 def _modules():
-    return {".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in ROOT.rglob("*.py")}
+    found = {".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in ROOT.rglob("*.py")}
+    found.update({f"keras_transformer.{'.'.join(p.relative_to(ROOT.parent).with_suffix('').parts)}".removesuffix(
+        ".__init__"): p for p in (ROOT.parent / "recipes").rglob("*.py")})  # keras_transformer.recipes
+    return found
 
 
 def _edges(modules):

@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.model import build_model, count_parameters
-from recipes.table3 import PAPER_PARAMS_MILLIONS
+from keras_transformer.recipes.table3 import PAPER_PARAMS_MILLIONS
 from tests.support import run_cli
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import Recipe
 from tests.conftest import REPO_ROOT
 from tests.support import run_cli

@@ -115,7 +115,7 @@ _POSITIVE = ("num_layers", "num_encoder_layers", "num_decoder_layers", "shuffle_
 
 
 def define_recipe_flag(default: str = "tiny", flag_values=FLAGS) -> None:
-    import recipes
+    from keras_transformer import recipes
 
     names = [n for n in recipes.names() if not n.startswith("table3_")] + ["table3_* (Table 3's rows)"]
     flags.DEFINE_string(
@@ -270,7 +270,7 @@ def _stopped(signum) -> None:
 
 def load_recipe(name: str):
     """The recipe --recipe names (a recipe name or a recipe JSON file), or exit with one line naming the flag."""
-    import recipes
+    from keras_transformer import recipes
 
     try:
         return recipes.load(name)

@@ -7,9 +7,8 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
   paper's tensor2tensor code trained on); ``wmt14`` with en/fr is English-French
   (``wmt14_translate/fr-en``, §5.1). Splits: train, validation
   (newstest2013), test (newstest2014).
-* ``multi30k``: Multi30k Task 1 En-De, ``<data_dir>/multi30k-task1-en-de/
-  <split>.<lang>.gz`` (splits train, val, test_2016_flickr); downloaded from
-  the dataset's GitHub repository when the files are absent.
+* ``multi30k``: Multi30k Task 1 En-De, ``<data_dir>/multi30k-task1-en-de/<split>.<lang>.gz`` (train, val,
+  test_2016_flickr); downloaded, and checked by sha256, when the files are absent.
 * ``text``: aligned local files ``<prefix>.<lang>`` or ``<prefix>.<lang>.gz``
   per split (``DataConfig.train_prefix/eval_prefix/test_prefix``). A prefix
   may be a glob (``data/train-*``) naming shard pairs ``<shard>.<lang>[.gz]``;
@@ -22,12 +21,10 @@ A corpus reader is an object with ``load_split``, ``fingerprint`` and ``tokenize
 Any corpus also loads ``newstest2013`` / ``newstest2014`` from
 ``<data_dir>/wmt-newstest-en-de/`` as evaluation splits.
 
-Local text streams through ``tf.data.TextLineDataset`` (gzip or plain), never
-whole into Python memory. Bad local input never passes silently: one cached
-streaming pass (``validation.py``) raises ``ValueError`` naming the file(s)
-on a line-count mismatch or invalid UTF-8, and counts the pairs with an empty
-or whitespace-only side in :class:`CorpusStats`; the pipeline skips those
-pairs in-graph, as it does for TFDS.
+Local text streams through ``tf.data.TextLineDataset`` (gzip or plain), never whole into Python memory. Bad
+local input never passes silently: one cached streaming pass (``validation.py``) raises ``ValueError`` naming
+the file(s) on a line-count mismatch or invalid UTF-8, and counts the pairs with an empty or whitespace-only side
+in :class:`CorpusStats`; the pipeline skips those pairs in-graph, as it does for TFDS.
 """
 
 from __future__ import annotations
@@ -55,6 +52,14 @@ MULTI30K_DIR = "multi30k-task1-en-de"
 NEWSTEST_DIR = "wmt-newstest-en-de"
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{split}.{lang}.gz"
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr", "test_2017_mscoco")
+MULTI30K_SHA256 = {  # of the upstream .gz files (multi30k-task1-en-de/SOURCE.md); a download must match its own
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+}
 # TFDS builder of each corpus, by the pair's non-English language (the other side is English).
 TFDS_NAMES = {
     "wmt14": {"de": "wmt14_translate/de-en", "fr": "wmt14_translate/fr-en"},  # §5.1: WMT 2014 En-De and En-Fr
@@ -140,7 +145,9 @@ def read_parallel_files(source_path, target_path) -> Tuple[List[str], List[str],
 
 
 def _download_multi30k(path: Path, split: str, lang: str) -> None:
-    """Fetches one Multi30k file from the dataset's GitHub repository into ``path``."""
+    """Fetches one Multi30k file from the dataset's GitHub repository into ``path``, checked by its
+    ``MULTI30K_SHA256``. Not ``keras.utils.get_file``: it writes under the final name and keeps a file that fails
+    its hash; this writes ``<name>.part`` and renames it once it checks out."""
     url = MULTI30K_URL.format(split=split, lang=lang)
     logging.info("downloading %s -> %s", url, path)
     try:
@@ -151,6 +158,10 @@ def _download_multi30k(path: Path, split: str, lang: str) -> None:
             f"{path} is missing and downloading {url} failed ({e}); "
             "point --data_dir or KT_DATA_DIR at a directory holding multi30k-task1-en-de/"
         ) from None
+    expected, got = MULTI30K_SHA256.get(path.name), hashlib.sha256(data).hexdigest()
+    if expected is not None and got != expected:
+        raise FileNotFoundError(f"{path} is missing and {url} gave {len(data):,} bytes of sha256 {got[:12]}..., not "
+                                f"the dataset's {expected[:12]}...; nothing was written")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
     partial.write_bytes(data)

@@ -26,7 +26,7 @@ from keras_transformer.checkpoints import health as checkpoint_health
 from keras_transformer.checkpoints import state as checkpoints
 from keras_transformer.config import STRATEGIES, Recipe
 from keras_transformer.data import batching, build_datasets, source_piece_counts, tokenizer
-from keras_transformer.schedules import paper_adam
+from keras_transformer.schedules import noam_schedule, paper_adam
 from keras_transformer.tf_setup import quietly
 from keras_transformer.training import callbacks as kt_callbacks
 from keras_transformer.training.progress import Progress, recipe_summary
@@ -91,8 +91,11 @@ def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = N
     keras.mixed_precision.set_global_policy(policy or ("mixed_bfloat16" if recipe.train.mixed_precision else "float32"))
     with strategy.scope():
         model = build_trainer(recipe.model, recipe.train.label_smoothing, accumulation)
-        model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train), jit_compile=recipe.train.jit_compile)
+        schedule = noam_schedule(recipe.model.d_model, recipe.train)
+        model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train, schedule),
+                      jit_compile=recipe.train.jit_compile)
         model.optimizer.build(model.trainable_variables)
+    model.lr_schedule = schedule  # Eq. 3, whose cooldown multiplier callbacks.Cooldown sets (not a weight)
     return model
 
 
@@ -162,50 +165,26 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         steps = steps_for_epochs(recipe, workdir, data_dir, train_epochs)
         recipe = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, train_steps=steps))
     t = recipe.train
-    if chief and verbose != 0:
-        print("\n".join(recipe_summary(recipe, paths.recipe_file)), flush=True)
-    keras.utils.set_random_seed(t.seed)
     plan = batch_plan(recipe, strategy)
     if chief and verbose != 0:
+        print("\n".join(recipe_summary(recipe, paths.recipe_file)), flush=True)
         print(f"tokens per update: {plan.tokens_per_update} per side = {plan.replicas} replica(s) x "
               f"{plan.accumulation} micro-batch(es) x {plan.replica_tokens} (tokens_per_batch="
               f"{recipe.data.tokens_per_batch}, max_tokens_per_device={recipe.data.max_tokens_per_device or 'none'})",
               flush=True)
-
-    if datasets is None:
-        # deterministic: the same seed gives the same batches, so a resumed run continues the stream
-        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, plan=plan, deterministic=True,
-                                                   corpus=corpus)
-    else:
-        train_ds, eval_ds = datasets
-        tok = None
+    keras.utils.set_random_seed(t.seed)
+    train_ds, eval_ds, tok = _datasets(recipe, workdir, data_dir, plan, corpus, datasets)
     if chief:  # the corpus has passed its check: from here on the run writes into the work directory
         paths.write_recipe(recipe)
         for prefix, problem in resume.damaged:
             kept = checkpoint_health.set_aside(prefix, str(paths.damaged))
             print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
                   f"{resume.intact}", file=sys.stderr, flush=True)
-    if t.eval_batches and eval_ds is not None:
-        eval_ds = eval_ds.take(t.eval_batches)
-    if eval_ds is not None:
-        eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
-
     policy = precision.training_policy(t.mixed_precision, strategy,
                                        lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     model = compile_model(recipe, strategy, plan.accumulation, policy)
-    if recipe.model.align_words or recipe.model.source_token_dropout_alpha:
-        tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
-    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
-        tasks.get(recipe).prepare_model(model, tok)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
-    start_step = state.restore(resume.intact) if resume.intact else 0
-    if start_step:
-        logging.info("Resumed from step %d", start_step)
-    elif fresh and t.init_from:
-        init_from.initial_weights(t.init_from, model, recipe)
-    # The piece counts of this run's training split, after --init_from; a resumed run's checkpoint holds them.
-    if recipe.model.source_token_dropout_alpha and not start_step:
-        model.set_piece_counts(source_piece_counts(recipe, workdir, tok, data_dir, corpus))
+    start_step, tok = _start(recipe, model, state, resume, fresh, workdir, data_dir, corpus, tok)
     if start_step >= t.train_steps:
         logging.info("Already trained for %d steps; nothing to do.", start_step)
         return TrainSummary(steps=start_step, resumed_from=start_step, weights_sha256=weights_digest(model),
@@ -215,9 +194,62 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_ds = train_ds.with_options(options)
+    callbacks, stop, keep_best = _callbacks(recipe, model, state, chief, verbose, workdir, data_dir, corpus, tok)
+    start = time.time()
+    with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
+        history = model.fit(
+            train_ds,
+            validation_data=eval_ds,
+            epochs=math.ceil(t.train_steps / t.checkpoint_every),
+            initial_epoch=start_step // t.checkpoint_every,
+            steps_per_epoch=t.checkpoint_every * plan.accumulation,  # one Keras "epoch" = one checkpoint interval
+            shuffle=False,  # the tf.data pipeline shuffles (batching.py)
+            callbacks=callbacks + on_signal,
+            verbose=verbose or 0,
+        )
+    keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
+    summary = _summary(recipe, model, history, stop, keep_best, start_step, time.time() - start, policy)
+    if chief:
+        paths.train_summary.write_text(json.dumps(dataclasses.asdict(summary), indent=2))
+    return summary
 
-    batches_per_epoch = t.checkpoint_every * plan.accumulation  # one Keras "epoch" = one checkpoint interval
-    epochs = math.ceil(t.train_steps / t.checkpoint_every)
+
+def _datasets(recipe: Recipe, workdir, data_dir, plan, corpus, datasets) -> tuple:
+    """(training batches, validation batches or None, the tokenizer or None when ``datasets`` were given)."""
+    if datasets is None:
+        # deterministic: the same seed gives the same batches, so a resumed run continues the stream
+        train_ds, eval_ds, tok = build_datasets(recipe, workdir, data_dir, plan=plan, deterministic=True,
+                                                corpus=corpus)
+    else:
+        (train_ds, eval_ds), tok = datasets, None
+    if recipe.train.eval_batches and eval_ds is not None:
+        eval_ds = eval_ds.take(recipe.train.eval_batches)
+    if eval_ds is not None:
+        eval_ds = eval_ds.cache()  # tokenise and bucket the validation set once, not every epoch
+    return train_ds, eval_ds, tok
+
+
+def _start(recipe: Recipe, model, state, resume, fresh: bool, workdir, data_dir, corpus, tok) -> tuple:
+    """(the step the run starts from, the tokenizer if it was needed): the task's word tables, then the newest
+    intact checkpoint, else --init_from's weights, and the piece counts of word dropout by frequency."""
+    if recipe.model.align_words or recipe.model.source_token_dropout_alpha:
+        tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
+    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
+        tasks.get(recipe).prepare_model(model, tok)
+    start_step = state.restore(resume.intact) if resume.intact else 0
+    if start_step:
+        logging.info("Resumed from step %d", start_step)
+    elif fresh and recipe.train.init_from:
+        init_from.initial_weights(recipe.train.init_from, model, recipe)
+    # The piece counts of this run's training split, after --init_from; a resumed run's checkpoint holds them.
+    if recipe.model.source_token_dropout_alpha and not start_step:
+        model.set_piece_counts(source_piece_counts(recipe, workdir, tok, data_dir, corpus))
+    return start_step, tok
+
+
+def _callbacks(recipe: Recipe, model, state, chief: bool, verbose, workdir, data_dir, corpus, tok) -> tuple:
+    """(the run's callbacks in order, its StopAtStep, its KeepBest or None)."""
+    t, paths = recipe.train, WorkDir(workdir)
     floor = min(t.min_train_steps, t.train_steps)  # the steps to make even past max_train_minutes
     stop = kt_callbacks.StopAtStep(t.train_steps, t.max_train_minutes * 60, floor)
     every = max(1, min(50, t.checkpoint_every))
@@ -228,7 +260,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         kt_callbacks.SaveCheckpoints(state, t.checkpoint_every),
     ]
     if t.cooldown:
-        callbacks.insert(0, kt_callbacks.Cooldown(model.optimizer._learning_rate.multiplier, t.cooldown, t.train_steps,
+        callbacks.insert(0, kt_callbacks.Cooldown(model.lr_schedule.multiplier, t.cooldown, t.train_steps,
                                                   t.max_train_minutes * 60, floor))
     if t.bleu_samples and chief:  # after TensorBoardScalars, which would otherwise log val_bleu twice
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
@@ -240,40 +272,23 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
         callbacks.append(keep_best)
     if verbose is None and chief:  # the run's one progress line (Keras's own bars with verbose=1 or 2)
         callbacks.append(Progress(t.train_steps, t.max_train_minutes * 60, every=every, min_steps=floor))
-    start = time.time()
-    with preemption.catch_signals(state, strategy) as on_signal, _keras_compat.quiet_fit():  # SIGTERM, SIGINT
-        history = model.fit(
-            train_ds,
-            validation_data=eval_ds,
-            epochs=epochs,
-            initial_epoch=start_step // t.checkpoint_every,
-            steps_per_epoch=batches_per_epoch,
-            shuffle=False,  # the tf.data pipeline shuffles (batching.py)
-            callbacks=callbacks + on_signal,
-            verbose=verbose or 0,
-        )
-    keras.mixed_precision.set_global_policy("float32")  # later models in this process (e.g. inference)
-    steps = kt_callbacks.optimizer_step(model.optimizer)
+    return callbacks, stop, keep_best
+
+
+def _summary(recipe: Recipe, model, history, stop, keep_best, start_step: int, seconds: float,
+             policy: str) -> TrainSummary:
+    """What the run did, with its reasons for stopping logged."""
+    t, steps = recipe.train, kt_callbacks.optimizer_step(model.optimizer)
     if stop.stopped_by_time:
         logging.info("Stopped at step %d: --max_train_minutes=%g reached.", steps, t.max_train_minutes)
     stopped_early = bool(keep_best and keep_best.stopped_early)
     if stopped_early:
         logging.info("Stopped at step %d: %s has not improved for %d validations.", steps, t.keep_best_by,
                      t.early_stopping_patience)
-    summary = TrainSummary(
-        steps=steps,
-        resumed_from=start_step,
-        weights_sha256=weights_digest(model),
-        train_seconds=time.time() - start,
-        stopped_by_time=stop.stopped_by_time,
-        past_budget=stop.past_budget,
-        stopped_early=stopped_early,
-        policy=policy,
-        history={k: [float(x) for x in v] for k, v in history.history.items()},
-    )
-    if chief:
-        paths.train_summary.write_text(json.dumps(dataclasses.asdict(summary), indent=2))
-    return summary
+    return TrainSummary(steps=steps, resumed_from=start_step, weights_sha256=weights_digest(model),
+                        train_seconds=seconds, stopped_by_time=stop.stopped_by_time, past_budget=stop.past_budget,
+                        stopped_early=stopped_early, policy=policy,
+                        history={k: [float(x) for x in v] for k, v in history.history.items()})
 
 
 def steps_for_epochs(recipe: Recipe, workdir: str, data_dir: Optional[str], epochs: int) -> int:

@@ -8,6 +8,8 @@ dies: a lock file left by a killed run is stale, detected as such (nobody holds 
 with a note naming the dead owner. The file records its owner (pid, host, start time, command line) for the
 message a second run gets. Where the file system has no ``flock`` (some network mounts), the owner's pid is
 checked instead when it ran on this host; a lock from another host is then honoured until removed by hand.
+The standard library's ``fcntl.flock``, not the ``filelock`` package: that would add a dependency and keeps no
+owner to name.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import Recipe
 from tests.support import run_cli
 

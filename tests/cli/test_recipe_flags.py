@@ -7,7 +7,7 @@ import json
 import pytest
 from absl import flags
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.cli import common
 
 

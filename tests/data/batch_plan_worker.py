@@ -16,7 +16,7 @@ import sys  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_transformer import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
 from keras_transformer.data import batching, corpora  # noqa: E402
 from keras_transformer.data.tokenizer import Tokenizer  # noqa: E402

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.data import corpora, tokenizer
 
 DATA_DIR = corpora.resolve_data_dir()

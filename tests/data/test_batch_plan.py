@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.data import batching
 from tests.support import run_cli
 

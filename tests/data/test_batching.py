@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import DataConfig
 from keras_transformer.data import batching, build_datasets, corpora

@@ -1,6 +1,7 @@
 """Corpora: local parallel text, Multi30k, newstest and TFDS WMT14 (under mock_data)."""
 
 import gzip
+import hashlib
 import io
 import logging
 import urllib.error
@@ -123,15 +124,19 @@ def test_newstest_splits(newstest_dir, data_dir):
         assert sum(1 for _ in ds) == count
 
 
+_SERVED = {"en": gzip.compress(b"A dog.\nA cat.\n", mtime=0), "de": gzip.compress(b"Ein Hund.\nEine Katze.\n", mtime=0)}
+
+
 def test_multi30k_downloads_missing_files(tmp_path, monkeypatch):
     fetched = []
 
     def fake_urlopen(url, timeout):
         fetched.append(url)
-        lang = url.rsplit(".", 2)[-2]
-        return io.BytesIO(gzip.compress({"en": b"A dog.\nA cat.\n", "de": b"Ein Hund.\nEine Katze.\n"}[lang]))
+        return io.BytesIO(_SERVED[url.rsplit(".", 2)[-2]])
 
     monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setitem(corpora.MULTI30K_SHA256, "val.en.gz", hashlib.sha256(_SERVED["en"]).hexdigest())
+    monkeypatch.setitem(corpora.MULTI30K_SHA256, "val.de.gz", hashlib.sha256(_SERVED["de"]).hexdigest())
     ds, stats = corpora.load_split(DataConfig(corpus="multi30k"), "val", data_dir=tmp_path)
     assert fetched == [
         "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/val.en.gz",
@@ -139,6 +144,14 @@ def test_multi30k_downloads_missing_files(tmp_path, monkeypatch):
     ]
     assert _pairs(ds) == [("A dog.", "Ein Hund."), ("A cat.", "Eine Katze.")]
     assert (tmp_path / corpora.MULTI30K_DIR / "val.de.gz").is_file()
+
+
+def test_a_multi30k_download_that_fails_its_checksum_is_refused_and_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: io.BytesIO(_SERVED["en"]))  # not train's
+    with pytest.raises(FileNotFoundError, match=r"train\.en\.gz is missing and .* gave \d+ bytes of sha256 "
+                                                r"[0-9a-f]{12}\.\.\., not the dataset's d79cfa999dd4\.\.\.; nothing"):
+        corpora.load_split(DataConfig(corpus="multi30k"), "train", data_dir=tmp_path)
+    assert not (tmp_path / corpora.MULTI30K_DIR).exists()
 
 
 def test_multi30k_failed_download_is_a_clear_error(tmp_path, monkeypatch):

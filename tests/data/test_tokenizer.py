@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import tokenizer as tokenizer_lib
 from keras_transformer.data.tokenizer import Tokenizer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import DataConfig
 from keras_transformer.data import corpora, tokenizer, validation
 from keras_transformer.data.tokenizer import Tokenizer

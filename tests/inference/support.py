@@ -2,7 +2,7 @@
 
 import dataclasses
 
-import recipes
+from keras_transformer import recipes
 from tests.support import run_cli  # noqa: F401  (the inference tests import it from here)
 
 VOCAB = 400  # 256 byte pieces + 4 reserved + ~76 characters, plus some merges

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import EOS_ID, PAD_ID, decoding, scoring
 from keras_transformer.serving import checks
 from keras_transformer import artifacts

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import PAD_ID
 from keras_transformer.tasks.parsing import metric as parse_scoring
 from keras_transformer.tasks.parsing import lines as parsing

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import tasks
 from keras_transformer.model import count_parameters
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import Recipe
 from keras_transformer.tasks.parsing import trees
 from tests.conftest import REPO_ROOT

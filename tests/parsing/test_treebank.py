@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import DataConfig, Recipe
 from keras_transformer.data import tokenizer
 from keras_transformer.tasks.parsing import treebank

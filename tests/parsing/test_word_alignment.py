@@ -142,7 +142,7 @@ def test_align_words_is_a_parsing_option():
 
 
 def test_an_aligned_parser_is_not_exported_to_ctranslate2():
-    import recipes
+    from keras_transformer import recipes
     from keras_transformer.engines import ctranslate2_convert
 
     with pytest.raises(ValueError, match="align_words: CTranslate2's decoder has no input"):
@@ -224,7 +224,7 @@ def test_tag_loss_needs_aligned_tag_leaves_and_counts_its_map():
         dataclasses.replace(CONFIG, align_words=False, tag_loss=1.0)
     with pytest.raises(ValueError, match="tag_loss: must be >= 0"):
         dataclasses.replace(CONFIG, tag_loss=-1.0)
-    import recipes
+    from keras_transformer import recipes
 
     ptb = recipes.get("ptb_sample")
     with pytest.raises(ValueError, match="tag_loss: needs tree_leaves='tag'"):

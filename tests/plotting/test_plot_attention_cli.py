@@ -5,7 +5,7 @@ import shutil
 
 from PIL import Image
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import training
 from keras_transformer.checkpoints import CheckpointState
 from keras_transformer.workdir import WorkDir

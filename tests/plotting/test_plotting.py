@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, plotting
 from keras_transformer.decoding import translate_ids
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.training import data_fingerprint
 from keras_transformer.checkpoints import list_checkpoints
 from tests.robustness.support import assert_one_error_line, snapshot

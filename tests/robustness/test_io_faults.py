@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from tests.robustness.support import assert_one_error_line, copy_tree, run_cli, snapshot, tmpfs
 
 WORDS = "a the dog cat man woman child runs walks over under grass street red blue big small".split()

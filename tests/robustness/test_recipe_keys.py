@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import recipes
+from keras_transformer import recipes
 from keras_transformer.config import Recipe
 from keras_transformer.recipe_keys import LEGACY_KEYS
 from tests.conftest import REPO_ROOT

@@ -98,7 +98,7 @@ def _train(recipe, workdir):
 
 @pytest.fixture(scope="module")
 def trained_to_4(tmp_path_factory):
-    import recipes
+    from keras_transformer import recipes
 
     workdir = tmp_path_factory.mktemp("walk_back") / "run"
     assert _train(_recipe(recipes.get("tiny")), workdir).steps == 4  # checkpoints 2 and 4

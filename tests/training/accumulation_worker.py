@@ -17,7 +17,7 @@ init_devices(cpu_devices=2)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_transformer import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
 from tests.synthetic import as_dataset, copy_batches, fit_without_autotune, small_recipe  # noqa: E402
 

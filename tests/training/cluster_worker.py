@@ -14,7 +14,7 @@ init_devices()
 
 import sys  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_transformer import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
 from tests.synthetic import as_dataset, copy_batches, fit_without_autotune, small_recipe  # noqa: E402
 

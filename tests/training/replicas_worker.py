@@ -16,7 +16,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_transformer import recipes  # noqa: E402
 from keras_transformer import training  # noqa: E402
 from tests.synthetic import copy_batches, fit_without_autotune, small_recipe, without_autotune  # noqa: E402
 

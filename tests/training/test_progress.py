@@ -64,7 +64,7 @@ def test_piped_a_step_that_ends_a_validation_epoch_is_printed_once_with_its_scor
 
 
 def test_a_run_opens_with_a_few_summary_lines_of_its_recipe():
-    import recipes
+    from keras_transformer import recipes
 
     lines = progress.recipe_summary(recipes.get("multi30k_demo"), "runs/demo/recipe.json")
     assert lines[0] == "recipe multi30k_demo (translation; all of it in runs/demo/recipe.json)"

@@ -38,6 +38,10 @@ the safety net for unconstrained decoding and for sequences from elsewhere.
 Depth. An unconstrained decoder may nest hundreds of brackets; every function
 here walks trees with a stack of its own (``fold``), never with Python's
 recursion, so no depth raises RecursionError.
+
+Reading is written here rather than taken from NLTK's ``Tree.fromstring`` (not a dependency; its errors give a
+character index, not the file and line) or PYEVALB's ``create_from_bracket_string`` (one tree per string; an unclosed
+bracket passes silently, one ``)`` too many is an IndexError).
 """
 
 from __future__ import annotations
