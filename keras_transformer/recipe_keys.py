@@ -17,7 +17,7 @@ built, naming the field and what it wants::
     model.d_model: expected an integer, got the string "64"
 
 The one exception is the short list of keys older versions of this project wrote and no longer use
-(``LEGACY_KEYS``, found with ``git log -p keras_transformer/config.py``): they are dropped, so old work
+(``LEGACY_KEYS``, found with ``git log -p keras_transformer/config``): they are dropped, so old work
 directories, exports and recipe files still load.
 """
 

@@ -10,105 +10,29 @@ from __future__ import annotations
 import dataclasses
 import signal
 import sys
+import typing
 
 from absl import app, flags
 
-from keras_transformer.config import STRATEGIES
+from keras_transformer.config import STRATEGIES, field_help
 
 FLAGS = flags.FLAGS
 
-_PREFIX_HELP = ("Your own parallel text for the {} split: files PREFIX.<source_lang>[.gz] and "
-                "PREFIX.<target_lang>[.gz], one sentence per line (a glob such as data/train-* names aligned shards). "
-                "Setting any prefix switches the recipe's corpus "
-                "to text (its model and training settings stay); with a --corpus other than text it is an error.")
-
-# (absl type, flag = config field, help). Flags share the field names, so a config's "field: ..." error names them.
-DATA_FLAGS = (  # DataConfig (§5.1)
-    ("string", "corpus", "multi30k, wmt14 (TFDS; en-de or en-fr), wmt_t2t, text (your own files, --train_prefix), "
-     "or ptb (constituency parsing, §6.3: --treebank)."),
-    ("string", "source_lang", "Source language code; for corpus text the source files' suffix."),
-    ("string", "target_lang", "Target language code; for corpus text the target files' suffix."),
-    ("string", "train_prefix", _PREFIX_HELP.format("training")),
-    ("string", "eval_prefix", _PREFIX_HELP.format("validation (--eval_split)")),
-    ("string", "test_prefix", _PREFIX_HELP.format("test (--test_split)")),
-    ("string", "treebank", "Corpus ptb: a directory of Penn Treebank .mrg files (searched recursively) or a zip of "
-     "them, relative paths in the data directory (default: the WSJ sample ptb-wsj-sample/treebank.zip). Splits "
-     "train/dev/test are WSJ sections 02-21/22/23 when present, else the sample's files 0001-0179/0180-0189/"
-     "0190-0199; sections:SS-SS and files:NNNN-NNNN name others."),
-    ("string", "tree_leaves", "Corpus ptb: a word's leaf in the linearized tree: slot (XX, Vinyals et al. 2015) or "
-     "tag (its POS tag, @NN: the parser also tags)."),
-    ("string", "train_split", "Name of the training split (e.g. train)."),
-    ("string", "eval_split", "Validation split (e.g. val, validation, newstest2013)."),
-    ("string", "test_split", "Test split (e.g. test_2016_flickr, test, newstest2014)."),
-    ("integer", "max_length", "Drop pairs with more subword tokens (EOS included) on a side."),
-    ("integer", "tokens_per_batch", "GLOBAL token budget of one parameter update, per side: padded tokens summed "
-     "over replicas and accumulated micro-batches (§5.1: ~25000 source + 25000 target)."),
-    ("integer", "max_tokens_per_device", "Memory budget of one device: padded tokens per side in one micro-batch on "
-     "one replica (0 = no cap); gradient accumulation is derived from it to reach --tokens_per_batch."),
-    ("list", "bucket_boundaries", "Comma-separated, increasing sequence lengths of the length buckets, e.g. "
-     "8,16,32,64 (default: geometric up to --max_length)."),
-    ("integer", "shuffle_buffer", "Pairs in the training shuffle buffer."),
-    ("integer", "tokenizer_sample_lines", "Lines of training text sampled to train SentencePiece."),
-    ("float", "bpe_dropout", "BPE-dropout (Provilkov et al., 2020; SentencePiece's): segment training pairs anew "
-     "at every pass, each merge skipped with this probability (0 = off). With Multi30k's 8,000 pieces 0.1 splits 38% "
-     "of the words otherwise and trained far more slowly (docs/notes.md); evaluation is never sampled."),
-)
-MODEL_FLAGS = (  # ModelConfig (§3, Table 3); --num_layers sets num_encoder_layers and num_decoder_layers
-    ("integer", "vocab_size", "Shared source/target BPE vocabulary (§5.1: ~37000 En-De, 32000 En-Fr); each "
-     "language's with --noshared_vocabulary."),
-    ("boolean", "shared_vocabulary", "One BPE vocabulary and one embedding for both languages, tied to the "
-     "pre-softmax projection (§3.4); --noshared_vocabulary: one per language, the target's tied to the projection."),
-    ("integer", "d_model", "Override d_model."),
-    ("integer", "d_ff", "Override d_ff."),
-    ("integer", "num_heads", "Override h."),
-    ("integer", "num_layers", "Override N (encoder and decoder)."),
-    ("integer", "num_encoder_layers", "Override N of the encoder alone (wins over --num_layers)."),
-    ("integer", "num_decoder_layers", "Override N of the decoder alone (wins over --num_layers)."),
-    ("float", "dropout", "Override P_drop."),
-    ("float", "attention_dropout", "Dropout on the attention weights softmax(QK^T/sqrt(d_k)) (not in the paper)."),
-    ("float", "relu_dropout", "Dropout on the FFN's inner ReLU activations (not in the paper)."),
-    ("float", "source_token_dropout", "Word dropout: during training read each source piece as UNK with this "
-     "probability (not in the paper)."),
-    ("float", "source_token_dropout_alpha", "Word dropout by frequency instead of --source_token_dropout: a source "
-     "piece seen c times in the training sources is read as UNK with probability alpha / (alpha + c)."),
-    ("float", "target_token_dropout", "Word dropout on the decoder input: during training read each target piece "
-     "but BOS as UNK with this probability (not in the paper)."),
-    ("string", "norm", "Where each sub-layer's LayerNorm sits: post, LayerNorm(x + Sublayer(x)) as in §3.1; or pre, "
-     "x + Sublayer(LayerNorm(x)) with a final LayerNorm per stack (pre-LN, not in the paper)."),
-    ("boolean", "align_words", "Parsing: add the encoder output of the next word to bracket to the decoder input "
-     "(not in the paper; docs/parsing.md)."),
-    ("boolean", "word_span", "Parsing, with --align_words: also add the encoder outputs at the last piece of the next "
-     "word and of the word before it (the gap where brackets close; docs/parsing.md)."),
-    ("boolean", "bracket_depth", "Parsing, with --align_words: also add a learned embedding of the brackets open "
-     "after the prefix to the decoder input (docs/parsing.md)."),
-    ("float", "tag_loss", "Parsing, with --align_words and tag leaves: weight of an auxiliary training loss in which "
-     "the encoder output at each word's first piece predicts its POS tag (0 = off; docs/parsing.md)."),
-)
-TRAIN_FLAGS = (  # TrainConfig (§5.3, §5.4)
-    ("integer", "train_steps", "Parameter updates to train for (the paper counts steps)."),
-    ("float", "max_train_minutes", "Stop (and checkpoint) after this much wall time; 0 = no cap."),
-    ("integer", "min_train_steps", "Train at least this many steps even past --max_train_minutes; 0 = the cap alone."),
-    ("integer", "warmup_steps", "Override warmup_steps of Eq. 3."),
-    ("float", "learning_rate_scale", "Multiplies Eq. 3."),
-    ("float", "cooldown", "Take the learning rate linearly to 0 over this last fraction of the run (of its steps or "
-     "of --max_train_minutes, whichever ends it; not in the paper); 0 = Eq. 3 to the end."),
-    ("float", "label_smoothing", "Override ε_ls."),
-    ("integer", "gradient_accumulation_steps", "Micro-batches per update; 0 = derived from --max_tokens_per_device "
-     "and the device count."),
-    ("integer", "checkpoint_every", "Save (and validate) every N steps."),
-    ("integer", "keep_checkpoints", "Keep the last K checkpoints."),
-    ("integer", "bleu_samples", "Dev inputs decoded and scored by the task's metric at each checkpoint "
-     "(translation: BLEU and chrF; parsing: labeled F1); 0 = off."),
-    ("string", "keep_best_by", "val_loss, or the task's dev score val_bleu (translation) or val_f1 (parsing), which "
-     "needs --bleu_samples: also keep the best checkpoints by this validation score."),
-    ("integer", "keep_best", "How many best checkpoints --keep_best_by keeps."),
-    ("integer", "early_stopping_patience", "Stop after N validations without a new best --keep_best_by; 0 = off."),
-    ("string", "init_from", "A training work directory or SavedModel whose weights and tokenizer start this run."),
-    ("boolean", "mixed_precision", "bfloat16 compute (mixed_bfloat16 policy) where the hardware multiplies in "
-     "bfloat16 (TPU, GPU of compute capability 8.0+, CPU with AMX or AVX512_BF16); float32 elsewhere."),
-    ("boolean", "jit_compile", "XLA-compile the train step."),
-    ("integer", "seed", "Random seed."),
-)
+# The recipe fields a flag may change, by config; each flag is named as its field and takes its type and help from
+# it (config.field_help), so that a config's "field: ..." error names the flag.
+DATA_FLAGS = ("corpus", "source_lang", "target_lang", "train_prefix", "eval_prefix", "test_prefix", "treebank",
+              "tree_leaves", "train_split", "eval_split", "test_split", "max_length", "tokens_per_batch",
+              "max_tokens_per_device", "bucket_boundaries", "shuffle_buffer", "tokenizer_sample_lines", "bpe_dropout")
+MODEL_FLAGS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_layers", "num_encoder_layers",
+               "num_decoder_layers", "dropout", "attention_dropout", "relu_dropout", "source_token_dropout",
+               "source_token_dropout_alpha", "target_token_dropout", "norm", "align_words", "word_span",
+               "bracket_depth", "tag_loss")  # --num_layers: N of both stacks, the one flag that is no field
+TRAIN_FLAGS = ("train_steps", "max_train_minutes", "min_train_steps", "warmup_steps", "learning_rate_scale",
+               "cooldown", "label_smoothing", "gradient_accumulation_steps", "checkpoint_every", "keep_checkpoints",
+               "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "mixed_precision",
+               "jit_compile", "seed")
+_NUM_LAYERS_HELP = "N (§3.1) of the encoder and the decoder."
+_KINDS = {int: "integer", float: "float", bool: "boolean", str: "string"}
 _PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")
 _POSITIVE = ("num_layers", "num_encoder_layers", "num_decoder_layers", "shuffle_buffer",
              "tokenizer_sample_lines")  # the configs do not check these
@@ -143,14 +67,23 @@ def define_recipe_override_flags(training: bool = True, default: str = "tiny", f
 
     The data flags, --vocab_size and --shared_vocabulary always; with ``training`` also the model and training flags.
     """
+    from keras_transformer.config import DataConfig, ModelConfig, TrainConfig
+
     define_recipe_flag(default, flag_values)
-    table = DATA_FLAGS + MODEL_FLAGS + TRAIN_FLAGS if training else DATA_FLAGS + MODEL_FLAGS[:2]
-    for kind, name, help_text in table:
-        getattr(flags, f"DEFINE_{kind}")(name, None, help_text, flag_values=flag_values)
+    sections = ((DataConfig, DATA_FLAGS), (ModelConfig, MODEL_FLAGS), (TrainConfig, TRAIN_FLAGS))
+    for config_class, names in sections if training else (sections[0], (ModelConfig, MODEL_FLAGS[:2])):
+        hints, helps = typing.get_type_hints(config_class), field_help(config_class)
+        for name in names:
+            if name == "num_layers":
+                flags.DEFINE_integer(name, None, _NUM_LAYERS_HELP, flag_values=flag_values)
+                continue
+            hint = next((a for a in typing.get_args(hints[name]) if a is not type(None)), hints[name])
+            kind = "list" if typing.get_origin(hint) is tuple else _KINDS[hint]
+            getattr(flags, f"DEFINE_{kind}")(name, None, helps[name], flag_values=flag_values)
 
 
 def _data_changes(flag_values) -> dict:
-    changes = {name: _flag(flag_values, name) for _, name, _ in DATA_FLAGS}
+    changes = {name: _flag(flag_values, name) for name in DATA_FLAGS}
     boundaries = changes.pop("bucket_boundaries")
     if boundaries is not None:
         try:
@@ -188,9 +121,9 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
         data = override(recipe.data, **_data_changes(flag_values))
         stacks = {f"num_{side}_layers": _flag(flag_values, f"num_{side}_layers") or layers
                   for side in ("encoder", "decoder")}
-        model = override(recipe.model, **stacks, **{name: _flag(flag_values, name) for _, name, _ in MODEL_FLAGS
+        model = override(recipe.model, **stacks, **{name: _flag(flag_values, name) for name in MODEL_FLAGS
                                                     if name != "num_layers" and name not in stacks})
-        train = override(recipe.train, **{name: _flag(flag_values, name) for _, name, _ in TRAIN_FLAGS})
+        train = override(recipe.train, **{name: _flag(flag_values, name) for name in TRAIN_FLAGS})
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work

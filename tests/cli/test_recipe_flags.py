@@ -139,10 +139,15 @@ def test_a_json_recipe_round_trips(tmp_path):
     assert again == dataclasses.replace(resolved, train=dataclasses.replace(resolved.train, train_steps=5))
 
 
-@pytest.mark.parametrize("text", ["{not json", json.dumps({"name": "x"}), "[]",
-                                  json.dumps(dict(recipes.get("tiny").to_dict(), model={"dropout": 2.0}))])
-def test_a_malformed_json_recipe_names_the_file(text, tmp_path, capsys):
+@pytest.mark.parametrize("text,problem", [
+    ("{not json", "not a valid recipe JSON file (Expecting property name"),
+    (json.dumps({"name": "x"}), "model: missing section"),
+    ("[]", "a recipe file holds a JSON object of sections, got list"),
+    (json.dumps(dict(recipes.get("tiny").to_dict(), model={"dropout": 2.0})),
+     "model.dropout: must be in [0, 1), got 2.0"),
+])
+def test_a_malformed_json_recipe_names_the_file_and_the_problem(text, problem, tmp_path, capsys):
     path = tmp_path / "bad.json"
     path.write_text(text)
     line = _exit_line([f"--recipe={path}"], capsys)
-    assert line.startswith(f"error: --recipe: {path}: not a valid recipe JSON file")
+    assert line.startswith(f"error: --recipe: {path}: {problem}"), line
