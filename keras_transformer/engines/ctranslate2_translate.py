@@ -83,6 +83,7 @@ import numpy as np
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.config import Recipe
 from keras_transformer.decoding import NEG_INF
+from keras_transformer.decoding.lines import is_blank
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS, import_ctranslate2, is_ctranslate2_model
 
 
@@ -280,7 +281,7 @@ class CTranslate2Translator:
         if beam_size < 1 or alpha < 0 or extra_length < 0:
             raise ValueError(f"beam_size >= 1, alpha >= 0 and extra_length >= 0 expected, got {beam_size}, {alpha}, "
                              f"{extra_length}")
-        kept = [i for i, text in enumerate(texts) if text.strip()]  # a blank input is not translated: "", score 0
+        kept = [i for i, text in enumerate(texts) if not is_blank(text)]  # a blank input: "", score 0, not searched
         sources = self.encode([texts[i] for i in kept])
         # Each sentence's own limit (decoding/model_step.max_output_lengths): source tokens + extra_length.
         limits = [min(len(s) + extra_length, self.recipe.model.max_length) for s in sources]

@@ -67,8 +67,9 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     if not 1 <= nbest <= options[0]:
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
-    translations: List[List[str]] = [[""] if is_blank(line) else [] for line in lines]  # a blank line: "", 0
-    scores: List[List[float]] = [[0.0] if is_blank(line) else [] for line in lines]
+    blank = [is_blank(line) for line in lines]  # a blank line: "" scored 0, never decoded
+    translations: List[List[str]] = [[""] if b else [] for b in blank]
+    scores: List[List[float]] = [[0.0] if b else [] for b in blank]
     for batch, out in run_batches(loaded.fn, lines, batch_size, options, _in_flight(loaded)):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
