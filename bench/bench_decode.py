@@ -89,7 +89,7 @@ def main(argv):
         import keras
         model = keras.saving.load_model(FLAGS.model_file)
     else:
-        model = build_model(recipe.model)
+        model = build_model(recipe)
     lines = sources(model.config.vocab_size)
     decoders = {"cached": lambda *a: translate_ids(model, *a), "no-cache": redecode_search(model)}
     results = []

@@ -105,7 +105,7 @@ def load_model(model_arg: Union[str, os.PathLike], checkpoint: str = "latest", d
         if model_tokenizer.vocab_size != recipe.model.vocab_size:
             raise ValueError(f"{model_tokenizer.model_path}: {model_tokenizer.vocab_size} pieces, but the recipe's "
                              f"vocab_size is {recipe.model.vocab_size}")
-    model = build_model(recipe.model)
+    model = build_model(recipe)
     restore_weights(model, path)
     logging.info("restored %s", path)
     return model, recipe, tok

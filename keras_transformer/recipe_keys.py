@@ -16,9 +16,10 @@ built, naming the field and what it wants::
 
     model.d_model: expected an integer, got the string "64"
 
-The one exception is the short list of keys older versions of this project wrote and no longer use
-(``LEGACY_KEYS``, found with ``git log -p keras_transformer/config``): they are dropped, so old work
-directories, exports and recipe files still load.
+The exceptions keep old work directories, exports and recipe files loading: keys older versions of this project
+wrote and no longer use (``LEGACY_KEYS``, found with ``git log -p keras_transformer/config``) are dropped, keys
+that moved to another section (``MOVED_KEYS``) are read from the old one, and a section added later
+(``NEW_SECTIONS``) takes its defaults when a file has none.
 """
 
 from __future__ import annotations
@@ -33,6 +34,25 @@ from typing import Dict, FrozenSet, Mapping
 LEGACY_KEYS: Dict[str, FrozenSet[str]] = {
     "train": frozenset({"steps_per_epoch"}),  # TrainConfig.steps_per_epoch, removed in 5f785cf (= checkpoint_every)
 }
+# Fields that moved to another section: {old section: {field: new section}}.
+MOVED_KEYS: Dict[str, Dict[str, str]] = {
+    "model": {name: "parsing" for name in ("align_words", "word_span", "bracket_depth", "tag_loss")},  # §6.3's
+}
+NEW_SECTIONS = frozenset({"parsing"})  # ParsingConfig: the parser's additions, once ModelConfig fields
+
+
+def _move_keys(d: Mapping) -> dict:
+    """``d`` with each ``MOVED_KEYS`` field of a section in its new section (where that does not set it)."""
+    d = dict(d)
+    for old, moves in MOVED_KEYS.items():
+        if not isinstance(d.get(old), Mapping) or not moves.keys() & d[old].keys():
+            continue
+        d[old] = dict(d[old])
+        for name in [name for name in d[old] if name in moves and isinstance(d.get(moves[name], {}), Mapping)]:
+            d[moves[name]] = {name: d[old].pop(name), **d.get(moves[name], {})}
+    return d
+
+
 def sections(recipe_cls) -> Dict[str, type]:
     """{section name: config class} of the Recipe's fields that are configs (model, data, train, decode)."""
     found = {}
@@ -62,6 +82,7 @@ def check_recipe_keys(d: Mapping, recipe_cls) -> dict:
     """
     if not isinstance(d, Mapping):
         raise ValueError(f"a recipe file holds a JSON object of sections, got {type(d).__name__}")
+    d = _move_keys(d)
     configs = sections(recipe_cls)
     fields = {name: frozenset(f.name for f in dataclasses.fields(cls)) for name, cls in configs.items()}
     top = frozenset(f.name for f in dataclasses.fields(recipe_cls))
@@ -135,7 +156,7 @@ def check_recipe_types(d: Mapping, recipe_cls) -> Mapping:
     ``<section>.<field>: expected ..., got ...`` (``name``, ``description``, ``task`` at the top)."""
     for name, hint in typing.get_type_hints(recipe_cls).items():
         if name not in d:
-            if dataclasses.is_dataclass(hint):
+            if dataclasses.is_dataclass(hint) and name not in NEW_SECTIONS:
                 raise ValueError(f"{name}: missing section")
             continue
         if dataclasses.is_dataclass(hint):

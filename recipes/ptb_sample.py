@@ -21,7 +21,7 @@ than seeds do, so they stay off. Seeds move dev F1 by up to ~0.8: the shipped pa
 dev F1 (``--seed=4``).
 """
 
-from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, Recipe, TrainConfig
+from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, ParsingConfig, Recipe, TrainConfig
 
 RECIPE = Recipe(
     name="ptb_sample",
@@ -39,9 +39,11 @@ RECIPE = Recipe(
         source_token_dropout=0.4,  # word dropout on the sentence: dev F1 75.41 (0.3: 75.18; none: 72.26)
         target_token_dropout=0.2,  # ... and on the decoder input: dev F1 76.86 (none: 75.41)
         norm="pre",  # pre-LN with warmup 400: +4.3 dev F1 at 14 minutes over post-LN
+        max_length=1024,  # positions: the longest tree of the sample is 573 tokens, outputs may reach input + 300
+    ),
+    parsing=ParsingConfig(
         align_words=True,  # the decoder is told which word comes next (module docstring)
         word_span=True,  # ... and the last pieces of that word and of the one before it (module docstring)
-        max_length=1024,  # positions: the longest tree of the sample is 573 tokens, outputs may reach input + 300
     ),
     data=DataConfig(
         corpus="ptb",

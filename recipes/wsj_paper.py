@@ -38,7 +38,7 @@ The full treebank (LDC99T42) is licensed: point ``--treebank`` at its
 
 import dataclasses
 
-from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig
+from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, ParsingConfig
 from keras_transformer.recipes import base
 
 RECIPE = dataclasses.replace(
@@ -55,9 +55,11 @@ RECIPE = dataclasses.replace(
         num_decoder_layers=4,
         dropout=0.2,  # residual dropout (t2t transformer_parsing_base)
         attention_dropout=0.2,  # attention dropout (t2t transformer_parsing_base)
+        max_length=1024,  # positions for inputs of up to ~300 pieces plus 300 (§6.3)
+    ),
+    parsing=ParsingConfig(
         align_words=True,  # the decoder is told which word comes next (module docstring; not in the paper)
         word_span=True,  # ... and the last pieces of that word and of the one before it (the same)
-        max_length=1024,  # positions for inputs of up to ~300 pieces plus 300 (§6.3)
     ),
     data=DataConfig(
         corpus="ptb",

@@ -181,8 +181,13 @@ def test_source_token_dropout_alpha_is_an_option_of_its_own(small_config):
 def _aligned_with_and_without(small_config, **option):
     """Two word-aligning models with the same weights and word tables (piece 7 a leaf, even pieces start words),
     without dropout: one with ``option``, one without."""
-    config = dataclasses.replace(small_config, dropout=0.0, align_words=True, word_span=True)
-    model, plain = build_model(dataclasses.replace(config, **option)), build_model(config)
+    from keras_transformer import recipes
+    from keras_transformer.config import ParsingConfig
+
+    recipe = dataclasses.replace(recipes.get("ptb_sample"), model=dataclasses.replace(small_config, dropout=0.0),
+                                 parsing=ParsingConfig(align_words=True, word_span=True))
+    with_option = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, **option))
+    model, plain = build_model(with_option), build_model(recipe)
     plain.set_weights(model.get_weights())
     for m in (model, plain):
         m.set_word_tables(np.isin(np.arange(100), [7]), np.arange(100) % 2 == 0)
@@ -200,7 +205,7 @@ def test_source_token_dropout_only_in_training_and_only_in_the_embedding(small_c
     model.read_as_unknown = lambda ids: read
     np.testing.assert_array_equal(model((src, tgt)), plain((src, tgt)))
     memory = plain.encode(read)
-    expected = plain.decode(tgt, memory, layers.masks.padding_mask(src), words=plain.word_memory(src, memory))
+    expected = plain.decode(tgt, memory, layers.masks.padding_mask(src), context=plain.word_memory(src, memory))
     np.testing.assert_allclose(model((src, tgt), training=True), expected, atol=1e-5)
     assert np.abs(np.asarray(expected) - np.asarray(plain((src, tgt)))).max() > 1e-4
 
@@ -229,7 +234,7 @@ def test_target_token_dropout_only_in_training_and_aligned_by_the_real_pieces(sm
     model.read_as_unknown = lambda ids, side="source": read if side == "target" else ids
     np.testing.assert_array_equal(model((src, tgt)), plain((src, tgt)))
     memory, memory_mask = plain.encode(src), layers.masks.padding_mask(src)
-    y = plain._embed(read, aligned=plain.aligned_inputs(tgt, plain.word_memory(src, memory)))
+    y = plain._embed(read, extra=plain.context_inputs(tgt, plain.word_memory(src, memory)))
     expected = plain.embedding.logits(plain.decoder(y, memory, layers.masks.decoder_self_mask(tgt), memory_mask))
     np.testing.assert_allclose(model((src, tgt), training=True), expected, atol=1e-5)
     assert np.abs(np.asarray(expected) - np.asarray(plain((src, tgt)))).max() > 1e-4

@@ -47,7 +47,7 @@ def average_checkpoints(workdir: Union[str, os.PathLike], num: int = 5,
     if len(chosen) < num:
         logging.warning("only %d checkpoints in %s; averaging those (asked for %d)", len(chosen), workdir, num)
 
-    model = build_model(recipe.model)
+    model = build_model(recipe)
     sums = None  # one float64 array per model weight
     for ckpt in chosen:
         restore_weights(model, ckpt.path)

@@ -25,8 +25,8 @@ DATA_FLAGS = ("corpus", "source_lang", "target_lang", "train_prefix", "eval_pref
               "max_tokens_per_device", "bucket_boundaries", "shuffle_buffer", "tokenizer_sample_lines", "bpe_dropout")
 MODEL_FLAGS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_layers", "num_encoder_layers",
                "num_decoder_layers", "dropout", "attention_dropout", "relu_dropout", "source_token_dropout",
-               "source_token_dropout_alpha", "target_token_dropout", "norm", "align_words", "word_span",
-               "bracket_depth", "tag_loss")  # --num_layers: N of both stacks, the one flag that is no field
+               "source_token_dropout_alpha", "target_token_dropout", "norm")  # --num_layers: both stacks' N, no field
+PARSING_FLAGS = ("align_words", "word_span", "bracket_depth", "tag_loss")
 TRAIN_FLAGS = ("train_steps", "max_train_minutes", "min_train_steps", "warmup_steps", "learning_rate_scale",
                "cooldown", "label_smoothing", "gradient_accumulation_steps", "checkpoint_every", "keep_checkpoints",
                "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "mixed_precision",
@@ -67,10 +67,11 @@ def define_recipe_override_flags(training: bool = True, default: str = "tiny", f
 
     The data flags, --vocab_size and --shared_vocabulary always; with ``training`` also the model and training flags.
     """
-    from keras_transformer.config import DataConfig, ModelConfig, TrainConfig
+    from keras_transformer.config import DataConfig, ModelConfig, ParsingConfig, TrainConfig
 
     define_recipe_flag(default, flag_values)
-    sections = ((DataConfig, DATA_FLAGS), (ModelConfig, MODEL_FLAGS), (TrainConfig, TRAIN_FLAGS))
+    sections = ((DataConfig, DATA_FLAGS), (ModelConfig, MODEL_FLAGS), (TrainConfig, TRAIN_FLAGS),
+                (ParsingConfig, PARSING_FLAGS))
     for config_class, names in sections if training else (sections[0], (ModelConfig, MODEL_FLAGS[:2])):
         hints, helps = typing.get_type_hints(config_class), field_help(config_class)
         for name in names:
@@ -124,11 +125,13 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
         model = override(recipe.model, **stacks, **{name: _flag(flag_values, name) for name in MODEL_FLAGS
                                                     if name != "num_layers" and name not in stacks})
         train = override(recipe.train, **{name: _flag(flag_values, name) for name in TRAIN_FLAGS})
+        parsing = override(recipe.parsing, **{name: _flag(flag_values, name) for name in PARSING_FLAGS})
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
         task = recipe.task if data.corpus == recipe.data.corpus else ""  # --corpus: the task of that corpus
-        resolved = dataclasses.replace(recipe, model=model, data=data, train=train, task=task)  # checks across all
+        resolved = dataclasses.replace(recipe, model=model, data=data, train=train, parsing=parsing,
+                                       task=task)  # checks across all
     except ValueError as e:
         fail_with(e, flag_values)
     if data.corpus == "text":

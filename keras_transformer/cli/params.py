@@ -31,9 +31,9 @@ def main(argv):
                                                                        shared_vocabulary=FLAGS.shared_vocabulary))
     from keras_transformer.model import build_model, count_parameters
 
-    model = build_model(recipe.model)
+    model = build_model(recipe)
     built = model.count_params()
-    closed_form = count_parameters(recipe.model)
+    closed_form = count_parameters(recipe)
     m = recipe.model
     print(f"recipe {recipe.name}: N={m.num_encoder_layers}+{m.num_decoder_layers} d_model={m.d_model} d_ff={m.d_ff} "
           f"h={m.num_heads} d_k={m.key_dim} d_v={m.value_dim} vocab={m.vocab_size}"

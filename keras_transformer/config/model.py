@@ -58,26 +58,9 @@ class ModelConfig:
     x + Sublayer(LayerNorm(x)) with a final LayerNorm per stack (pre-LN, not in the paper)."""
     layer_norm_epsilon: float = 1e-6
     """LayerNorm's epsilon (not given in the paper)."""
-    align_words: bool = False
-    """Parsing (§6.3; not in the paper): add the encoder output of the next word to bracket (word k, k = leaves
-    written so far; Ma et al., 2017) to the decoder input, through a learned D x D projection (docs/parsing.md)."""
-    word_span: bool = False
-    """Parsing, with --align_words: also the encoder outputs at the last piece of word k and of word k-1, the gap
-    where brackets close and open (Stern et al., 2017), through a 3D x D projection (docs/parsing.md)."""
-    bracket_depth: bool = False
-    """Parsing, with --align_words: also a learned embedding of the brackets open after the prefix (depths past 63
-    share one row; docs/parsing.md)."""
-    tag_loss: float = 0.0
-    """Parsing, with --align_words and tag leaves: weight of an auxiliary training loss in which the encoder output
-    at each word's first piece predicts its POS tag (Søgaard & Goldberg, 2016); 0: off (docs/parsing.md)."""
-
     def __post_init__(self):
         _require(self.vocab_size > 4, "vocab_size", f"must be > 4, got {self.vocab_size}")
         _require(self.d_model > 0, "d_model", f"must be positive, got {self.d_model}")
-        _require(not self.word_span or self.align_words, "word_span", "needs align_words")
-        _require(not self.bracket_depth or self.align_words, "bracket_depth", "needs align_words")
-        _require(not self.tag_loss or self.align_words, "tag_loss", "needs align_words")
-        _require(self.tag_loss >= 0.0, "tag_loss", f"must be >= 0, got {self.tag_loss}")
         _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
         _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
         _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")

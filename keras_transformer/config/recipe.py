@@ -1,4 +1,4 @@
-"""Everything needed to reproduce one experiment: ``Recipe(model, data, train, decode)``, and ``override``."""
+"""Everything needed to reproduce one experiment: ``Recipe(model, data, train, decode, parsing)``, and ``override``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from keras_transformer.config.common import TASK_CORPORA, TASK_FIELDS, _require
 from keras_transformer.config.data import DataConfig
 from keras_transformer.config.decode import DecodeConfig
 from keras_transformer.config.model import ModelConfig
+from keras_transformer.config.parsing import ParsingConfig
 from keras_transformer.config.train import TrainConfig
 
 
@@ -22,6 +23,7 @@ class Recipe:
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
+    parsing: ParsingConfig = ParsingConfig()  # the parsing task's additions to the model
     description: str = ""
     task: str = ""  # "translation" or "parsing" (TASK_CORPORA); "" -> the task of data.corpus
 
@@ -37,9 +39,9 @@ class Recipe:
                      f"applies to the parsing task only, not {self.task}")
         _require(self.model.shared_vocabulary or "shared_vocabulary" not in TASK_FIELDS.get(self.task, ()),
                  "shared_vocabulary", f"the {self.task} task reads and writes with one vocabulary; it cannot be False")
-        _require(not self.model.align_words or "align_words" in TASK_FIELDS.get(self.task, ()), "align_words",
+        _require(not self.parsing.align_words or "align_words" in TASK_FIELDS.get(self.task, ()), "align_words",
                  f"applies to the parsing task only (its leaves align to the input's words), not {self.task}")
-        _require(not self.model.tag_loss or self.data.tree_leaves == "tag", "tag_loss",
+        _require(not self.parsing.tag_loss or self.data.tree_leaves == "tag", "tag_loss",
                  f"needs tree_leaves='tag' (the leaves it predicts), not {self.data.tree_leaves!r}")
 
     def to_dict(self) -> dict:
@@ -58,8 +60,8 @@ class Recipe:
         d = check_recipe_types(check_recipe_keys(d, cls), cls)  # every section there, each value of its type
         configs = {}
         for section, config_cls in (("model", ModelConfig), ("data", DataConfig), ("train", TrainConfig),
-                                    ("decode", DecodeConfig)):
-            values = {k: tuple(v) if isinstance(v, list) else v for k, v in d[section].items()}  # JSON lists
+                                    ("decode", DecodeConfig), ("parsing", ParsingConfig)):
+            values = {k: tuple(v) if isinstance(v, list) else v for k, v in d.get(section, {}).items()}  # JSON lists
             try:
                 configs[section] = config_cls(**values)
             except ValueError as e:  # "d_model: must be ..." -> "model.d_model: must be ..."

@@ -56,9 +56,9 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
     for the XLA-compiled ``static_beam_search``. The step reads T_max off the cache, so ``preallocate`` may
     grow the cache between steps (a search in segments passes its first segment's size here).
 
-    A model that aligns words (``ModelConfig.align_words``) also keeps each hypothesis's leaf count in the
-    cache ({"layers": [...], "alignment": ``Transformer.alignment_state``, [B*K] each}) and its items'
-    ``word_memory`` [B, S, D] in the constants.
+    A model that reads a context (``Transformer.reads_context``: the parser's word features) also keeps each
+    hypothesis's ``context_state`` in the cache ({"layers": [...], "context": ...}, [B*K] rows) and its items'
+    ``source_context`` (one row per item) in the constants.
     """
     memory = model.encode(source_ids)  # [B, S, D]
     layers = model.init_cache(memory)  # per layer: k, v [B, H, 0, d]; memory_k, memory_v [B, H, S, d]
@@ -69,21 +69,21 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
         cache = preallocate(cache, max_steps)  # [B*K, H, T_max, d]
     weights = [{"qkv": c["qkv"]} for c in layers]  # computed before the loop, read by every step
     projection = model.embedding.transposed(memory.dtype)  # E^T [D, V], likewise
-    align = model.config.align_words
-    if align:
-        constants["words"] = model.word_memory(source_ids, memory)  # [B, S, D]
-        cache = {"layers": cache, "alignment": model.alignment_state(tf.shape(source_ids)[0] * beam_size)}
+    reads = model.reads_context
+    if reads:
+        constants["context"] = model.source_context(source_ids, memory)  # e.g. the parser's words [B, S, D]
+        cache = {"layers": cache, "context": model.context_state(tf.shape(source_ids)[0] * beam_size)}
 
     def step_fn(token_ids, step, cache, constants):
-        aligned, state, layers = None, None, cache
-        if align:
-            aligned, state = model.aligned_step(token_ids, cache["alignment"], constants["words"])  # [N, D]
+        extra, state, layers = None, None, cache
+        if reads:
+            extra, state = model.context_step(token_ids, cache["context"], constants["context"])  # [N, D]
             layers = cache["layers"]
         layers = [dict(c, **m, **w) for c, m, w in zip(layers, constants["memory"], weights)]
-        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], aligned,
+        logits, layers = model.decode_step(token_ids, step, layers, constants["memory_mask"], extra,
                                            projection, preallocated=max_steps is not None)  # [B*K, V]
         layers = [{"k": c["k"], "v": c["v"]} for c in layers]
-        return log_probs_from_logits(logits), ({"layers": layers, "alignment": state} if align else layers)
+        return log_probs_from_logits(logits), ({"layers": layers, "context": state} if reads else layers)
 
     return step_fn, cache, constants
 
@@ -91,7 +91,7 @@ def cached_step_fn(model, source_ids, beam_size, max_steps: Optional[int] = None
 def preallocate(cache, positions: int):
     """A ``cached_step_fn`` cache with its self-attention k, v [N, H, t, d] zero-padded to [N, H, positions, d].
 
-    The rest (an aligning model's leaf counts) is kept. positions: a Python int >= t. A static-shape search that
+    The rest (a context-reading model's state) is kept. positions: a Python int >= t. A static-shape search that
     runs in segments (``static_beam_search``) grows the cache with it between its loops."""
     def pad(t):
         now = t.shape[2] if t.shape[2] is not None else tf.shape(t)[2]
@@ -106,8 +106,8 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
     """(step_fn, cache, constants): the no-cache baseline; the cache is only the prefix ids [B*K, T_max]."""
     constants = {"memory": model.encode(source_ids),  # [B, S, D]
                  "memory_mask": masks.padding_mask(source_ids)}  # [B, 1, 1, S]
-    if model.config.align_words:
-        constants["words"] = model.word_memory(source_ids, constants["memory"])  # [B, S, D]
+    if model.reads_context:
+        constants["context"] = model.source_context(source_ids, constants["memory"])
     cache = {"prefix": tf.zeros([tf.shape(source_ids)[0] * beam_size, max_steps], tf.int32)}  # [B*K, T_max]
 
     def step_fn(token_ids, step, cache, constants):
@@ -115,8 +115,9 @@ def redecode_step_fn(model, source_ids, beam_size, max_steps):
         prefix = tf.where(at_step, token_ids[:, None], cache["prefix"])  # [B*K, T_max]
         beams = tf.shape(token_ids)[0] // tf.shape(constants["memory"])[0]  # K rows per item
         memory, memory_mask = (_tile(constants[name], beams) for name in ("memory", "memory_mask"))  # B*K rows
-        words = _tile(constants["words"], beams) if "words" in constants else None
-        logits = model.decode(prefix[:, : step + 1], memory, memory_mask, words=words)[:, -1, :]
+        context = (tf.nest.map_structure(lambda c: _tile(c, beams), constants["context"]) if "context" in constants
+                   else None)
+        logits = model.decode(prefix[:, : step + 1], memory, memory_mask, context=context)[:, -1, :]
         return log_probs_from_logits(logits), {"prefix": prefix}  # [B*K, V]
 
     return step_fn, cache, constants

@@ -108,7 +108,7 @@ def _positions(model) -> np.ndarray:
 
 def _check_supported(recipe: Recipe, tokenizer, model) -> None:
     c = recipe.model
-    if c.align_words:
+    if model.reads_context:
         raise ValueError("align_words: CTranslate2's decoder has no input for the next word's encoder output; "
                          "export this parser as a SavedModel")
     if c.key_dim != c.value_dim:

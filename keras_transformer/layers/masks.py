@@ -5,7 +5,7 @@ Shapes broadcast to [B, H, T, S] in ``scaled_dot_product_attention``.
 
 from keras import ops
 
-from keras_transformer import PAD_ID
+from keras_transformer import EOS_ID, PAD_ID
 
 
 def padding_mask(ids):
@@ -24,3 +24,8 @@ def decoder_self_mask(target_ids):
     """target_ids [B, T] -> [B, 1, T, T]: causal and not padding."""
     return ops.logical_and(causal_mask(ops.shape(target_ids)[1]), padding_mask(target_ids))
 
+
+
+def text_pieces(ids):
+    """ids [B, S] -> [B, S] bool: the sentence's pieces (not PAD, not EOS)."""
+    return ops.logical_and(ops.not_equal(ids, PAD_ID), ops.not_equal(ids, EOS_ID))

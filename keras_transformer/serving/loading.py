@@ -81,7 +81,7 @@ def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizers]:
     recipe = Recipe.from_dict(read_info(export_dir)["recipe"])
     models = {role: Tokenizer(path) for role, path in tokenizer_models(export_dir).items()}
     loaded = load_saved_model(export_dir)
-    model = build_model(recipe.model)
+    model = build_model(recipe)
     assign_exported(model, loaded, export_dir)
     return model, recipe, models["shared"] if "shared" in models else TokenizerPair(models["source"], models["target"])
 

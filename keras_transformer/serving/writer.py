@@ -57,7 +57,7 @@ import tensorflow as tf
 from keras_transformer.checkpoints.health import reason
 from keras_transformer.checkpoints.names import named, variable_names
 from keras_transformer.config import PRECISIONS
-from keras_transformer.model import build_model
+from keras_transformer.model import build_like
 from keras_transformer.serving.loading import EXPORT_INFO
 from keras_transformer.serving import warmup
 from keras_transformer.serving.module import ServingModule
@@ -125,7 +125,7 @@ def with_precision(model, precision: str):
         raise ValueError(f"precision: {precision!r}; expected one of {', '.join(PRECISIONS)}")
     if model.dtype_policy.name == precision:
         return model
-    copy = build_model(model.config, dtype_policy=precision)
+    copy = build_like(model, dtype_policy=precision)
     for target, source in zip(copy.variables, model.variables):
         target.assign(tf.cast(source, target.dtype))
     return copy

@@ -90,7 +90,7 @@ def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = N
     # set every time, since the policy is process-global
     keras.mixed_precision.set_global_policy(policy or ("mixed_bfloat16" if recipe.train.mixed_precision else "float32"))
     with strategy.scope():
-        model = build_trainer(recipe.model, recipe.train.label_smoothing, accumulation)
+        model = build_trainer(recipe, recipe.train.label_smoothing, accumulation)
         schedule = noam_schedule(recipe.model.d_model, recipe.train)
         model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train, schedule),
                       jit_compile=recipe.train.jit_compile)
@@ -232,9 +232,9 @@ def _datasets(recipe: Recipe, workdir, data_dir, plan, corpus, datasets) -> tupl
 def _start(recipe: Recipe, model, state, resume, fresh: bool, workdir, data_dir, corpus, tok) -> tuple:
     """(the step the run starts from, the tokenizer if it was needed): the task's word tables, then the newest
     intact checkpoint, else --init_from's weights, and the piece counts of word dropout by frequency."""
-    if recipe.model.align_words or recipe.model.source_token_dropout_alpha:
+    if model.reads_context or recipe.model.source_token_dropout_alpha:
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
-    if recipe.model.align_words:  # the word tables come from the tokenizer (ModelConfig.align_words)
+    if model.reads_context:  # e.g. the parser's word tables, from the tokenizer (tasks/parsing/model.py)
         tasks.get(recipe).prepare_model(model, tok)
     start_step = state.restore(resume.intact) if resume.intact else 0
     if start_step:

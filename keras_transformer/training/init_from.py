@@ -97,7 +97,7 @@ def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, reci
     if is_saved_model:
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the text signatures)
 
-        exported = build_model(recipe.model)
+        exported = build_model(recipe)
         try:
             loading.assign_exported(exported, loading.load_saved_model(source), source)  # by name
         except ValueError as e:

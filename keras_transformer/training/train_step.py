@@ -26,15 +26,16 @@ last full update, replaying that update's micro-batches (``training``).
 
 from __future__ import annotations
 
+import functools
 from typing import Union
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer import PAD_ID, _keras_compat, losses
-from keras_transformer.config import ModelConfig
-from keras_transformer.model import Transformer
+from keras_transformer import _keras_compat, losses
+from keras_transformer.config import ModelConfig, Recipe
+from keras_transformer.model import Transformer, model_class
 
 
 class _Accumulators:
@@ -56,8 +57,12 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
     """The Transformer with the §5 training step; ``accumulation`` micro-batches per update.
 
     Built, compiled and its optimizer built before ``fit`` (``training.compile_model``), which therefore skips
-    Keras' symbolic build (``_keras_compat.SymbolicBuildOnce``).
+    Keras' symbolic build (``_keras_compat.SymbolicBuildOnce``). A task's model class gets its trainer from
+    ``trainer_class``.
     """
+
+    inference_class = Transformer  # the model without this training step (model.build_like)
+    CONFIG_KEYS = ("label_smoothing", "accumulation")
 
     def __init__(self, config: Union[ModelConfig, dict], label_smoothing: float = 0.1, accumulation: int = 1,
                  **kwargs):
@@ -83,27 +88,24 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         return self._accumulators is None or int(self._accumulators.micro_steps.numpy()) % self.accumulation == 0
 
     def _statistics(self, data, training):
-        """-> (token statistics [B, T, 4], the tag_loss term: λ Σ smoothed loss of ``word_tag_logits`` over the
-        leaves, 0 without tag_loss or outside training)."""
+        """-> (token statistics [B, T, 4], the model's ``auxiliary_loss`` term, 0 outside training)."""
         (source_ids, target_in_ids), target_out_ids, _ = keras.utils.unpack_x_y_sample_weight(data)  # [B, S], [B, T]
-        tag_term = 0.0
-        if training and self.config.tag_loss:
-            logits, tags = self.with_word_tags((source_ids, target_in_ids), training=training)  # [B, T, V] x 2
-            leaves = ops.where(self._table(0, target_out_ids) > 0, target_out_ids, PAD_ID)  # [B, T]: the rest PAD
-            tag_stats = losses.token_statistics(leaves, tags, self.label_smoothing)
-            tag_term = self.config.tag_loss * ops.sum(tag_stats[..., losses.SMOOTHED])
+        extra = 0.0
+        if training and self.has_auxiliary_loss:
+            logits, context = self.forward((source_ids, target_in_ids), training=training)  # [B, T, V]
+            extra = self.auxiliary_loss(target_in_ids, target_out_ids, context, self.label_smoothing)
         else:
             logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
-        return losses.token_statistics(target_out_ids, logits, self.label_smoothing), tag_term  # [B, T, 4]
+        return losses.token_statistics(target_out_ids, logits, self.label_smoothing), extra  # [B, T, 4]
 
     # Keras traces these inside its tf.function with AutoGraph on; they and everything they call are written in
     # TensorFlow's own control flow (tf.cond below), so converting their source would only cost tracing time.
     @tf.autograph.experimental.do_not_convert
     def train_step(self, data):
         with tf.GradientTape() as tape:
-            stats, tag_term = self._statistics(data, training=True)  # [B, T, 4]
+            stats, extra = self._statistics(data, training=True)  # [B, T, 4]
             tokens = losses.global_token_count(stats)  # T_i, all replicas
-            loss = (ops.sum(stats[..., losses.SMOOTHED]) + tag_term) / tokens
+            loss = (ops.sum(stats[..., losses.SMOOTHED]) + extra) / tokens
         grads = tape.gradient(loss, self.trainable_variables)
         if self.accumulation == 1:
             self.optimizer.apply(grads, self.trainable_variables)
@@ -160,15 +162,23 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
     def get_config(self):
         return {**super().get_config(), "label_smoothing": self.label_smoothing, "accumulation": self.accumulation}
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(config.pop("config"), config.pop("label_smoothing"), config.pop("accumulation"),
-                   **{k: v for k, v in config.items() if k in ("name", "trainable", "dtype")})
+
+@functools.lru_cache(maxsize=None)
+def trainer_class(model_cls: type) -> type:
+    """``TransformerTrainer`` over a task's model class (``model.model_class``): the §5 step around its model."""
+    if model_cls is Transformer:
+        return TransformerTrainer
+    return type(f"{model_cls.__name__}Trainer", (TransformerTrainer, model_cls), {"inference_class": model_cls})
 
 
-def build_trainer(config: ModelConfig, label_smoothing: float, accumulation: int = 1) -> TransformerTrainer:
-    """A built ``TransformerTrainer`` (all weights and accumulators created); call under the strategy's scope."""
-    model = TransformerTrainer(config, label_smoothing, accumulation, name="transformer")
+def build_trainer(recipe: Union[Recipe, ModelConfig], label_smoothing: float,
+                  accumulation: int = 1) -> TransformerTrainer:
+    """A built trainer of a recipe's model (of the paper's, for a ``ModelConfig``), all weights and accumulators
+    created; call under the strategy's scope."""
+    kwargs = dict(label_smoothing=label_smoothing, accumulation=accumulation, name="transformer")
+    if isinstance(recipe, ModelConfig):
+        model = TransformerTrainer(recipe, **kwargs)
+    else:
+        model = trainer_class(model_class(recipe)).from_recipe(recipe, **kwargs)
     model.build()
     return model

@@ -18,8 +18,9 @@ def test_wsj_paper_is_section_6_3():
     assert (recipe.data.corpus, recipe.data.train_split, recipe.data.eval_split, recipe.data.test_split) == (
         "ptb", "train", "dev", "test")  # sections 02-21, 22, 23 of the full treebank
     assert recipe.train.warmup_steps == 16000 and recipe.train.label_smoothing == 0.1
-    assert count_parameters(m) == 100_384_768 + 3 * 1024 * 1024  # + the word alignment's projection [3D, D]
-    assert m.align_words and m.word_span and recipe.data.tree_leaves == "tag"  # the linearization chosen on the sample
+    assert count_parameters(m) == 100_384_768  # the paper's model; and the word alignment's projection [3D, D]:
+    assert count_parameters(recipe) == 100_384_768 + 3 * 1024 * 1024
+    assert recipe.parsing.align_words and recipe.parsing.word_span and recipe.data.tree_leaves == "tag"  # the linearization chosen on the sample
     assert m.max_length >= recipe.data.max_length + d.extra_length  # outputs of input + 300 have positions
 
 
@@ -29,8 +30,8 @@ def test_ptb_sample_decodes_as_the_paper():
     assert recipe.model.num_encoder_layers == recipe.model.num_decoder_layers == 4
     assert recipe.data.corpus == "ptb" and recipe.data.treebank is None  # the WSJ sample in the data directory
     assert recipe.model.norm == "pre"  # chosen on dev (docs/parsing.md): a final LayerNorm per stack, 2 x [2D]
-    assert count_parameters(recipe.model) == 8_396_800 + 3 * 256 * 256 + 2 * 2 * 256  # + alignment [3D, D]
-    assert recipe.model.word_span and recipe.data.tree_leaves == "tag"  # chosen on dev (docs/parsing.md)
+    assert count_parameters(recipe) == 8_396_800 + 3 * 256 * 256 + 2 * 2 * 256  # + alignment [3D, D]
+    assert recipe.parsing.word_span and recipe.data.tree_leaves == "tag"  # chosen on dev (docs/parsing.md)
     assert 0.3 in recipe.decode.alpha_grid and recipe.train.keep_best_by == "val_f1"
     assert recipe.model.max_length >= recipe.data.max_length + recipe.decode.extra_length
 

@@ -11,6 +11,7 @@ from keras_transformer.tasks.parsing import constraint, metric, treebank
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.tasks.parsing.dev import DevF1
 from keras_transformer.tasks.parsing.lines import parse_lines
+from keras_transformer.tasks.parsing.model import ParsingTransformer
 from keras_transformer.tasks.parsing.module import Parser
 
 
@@ -26,11 +27,11 @@ class ParsingTask(Task):
     )
 
     def prepare_model(self, model, tokenizer):
-        if model.config.align_words:  # which target pieces are leaves, which source pieces start a word
+        if isinstance(model, ParsingTransformer):  # which target pieces are leaves, which source pieces start a word
             tokens = constraint.token_kinds(tokenizer)
             kinds = np.asarray(tokens.kinds)
             depth_change = (np.equal(kinds, constraint.OPEN).astype(np.int32) - np.equal(kinds, constraint.CLOSE)
-                            if model.config.bracket_depth else None)
+                            if model.parsing.bracket_depth else None)
             model.set_word_tables(np.equal(kinds, constraint.SLOT), np.asarray(tokens.word_starts), depth_change)
 
     def read_split(self, recipe, split, data_dir):
