@@ -1,12 +1,18 @@
-"""Shared test set-up: quiet TensorFlow, devices initialised once, fixed seeds; session fixtures of a tiny trained
-work directory and its export (used by tests/inference and tests/robustness).
+"""Shared test set-up: quiet TensorFlow, devices initialised once, fixed seeds, generated corpora; session fixtures
+of a tiny trained work directory and its export (used by tests/inference and tests/robustness).
+
+Every test reads the corpora ``tests/testdata/corpora.py`` generates for the session (Multi30k, newstest and the
+treebank sample in their layouts, the same files on every machine), through ``$KT_DATA_DIR``, which the programs
+the tests start inherit. The real corpora are for the tests marked ``corpus`` alone, through ``real_data_dir``
+(``$KT_DATA_DIR`` as it was set, else ``../shared/data``, Multi30k and the treebank sample fetched into it as the
+tools fetch them); offline and without them, those tests skip with one line.
 
 ``trained_workdir`` is laid out as ``training.train`` leaves it, written by the
 trainer's own pieces (``WorkDir.write_recipe``, ``compile_model``, the
 ``CheckpointState`` its callback saves with) but without fitting, which takes
 too long for a unit test: checkpoints 4, 8 and 12 of a 1+1-layer model whose
 weights move by a random step between saves. The tokenizer is a 400-piece
-SentencePiece model trained on 1,000 Multi30k sentence pairs. The model
+SentencePiece model trained on 1,000 generated sentence pairs. The model
 translates nothing well; the tests check exactness, not quality. ``exported``
 is its ``kt-export``. Tests that damage them work on copies.
 
@@ -15,11 +21,15 @@ word-level SentencePiece model on made-up text and tiny models over it. Word pie
 an untrained model's output several words long, so a corpus BLEU of its output against itself is 100, not 0.
 """
 
+import atexit
 import collections
 import dataclasses
 import gzip
 import io
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,13 +40,30 @@ import pytest
 # 2-core CPU (docs/notes.md, "Test-suite timings"): five slow files in 0.83x the time, the whole suite unchanged.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _use_generated_corpora() -> Path:
+    """Points $KT_DATA_DIR at corpora generated for this run, once (the xdist workers inherit the controller's);
+    returns the real data directory: $KT_DATA_DIR as it was set, else ../shared/data."""
+    if "KT_REAL_DATA_DIR" not in os.environ:
+        from tests.testdata import corpora as generated
+
+        os.environ["KT_REAL_DATA_DIR"] = os.environ.get("KT_DATA_DIR") or os.path.join(
+            os.path.dirname(REPO_ROOT), "shared", "data")
+        path = tempfile.mkdtemp(prefix="kt-testdata-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        os.environ["KT_DATA_DIR"] = str(generated.write_data_dir(path))
+    return Path(os.environ["KT_REAL_DATA_DIR"])
+
+
+REAL_DATA_DIR = _use_generated_corpora()
+
 import keras_transformer  # noqa: F401  (selects the TF backend, silences start-up logs)
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.config import ModelConfig
 from keras_transformer.tf_setup import init_devices
 from tests.synthetic import fit_without_autotune
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 init_devices()
 fit_without_autotune()
@@ -76,6 +103,9 @@ def pytest_collection_modifyitems(items):
     time, in this order: the long files started first leave the short ones to fill the end, so the workers finish
     together instead of one working through a long file alone at the end.
     """
+    for item in items:  # a test of the real corpora is a corpus test, however it reaches them
+        if "real_data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.corpus)
     slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: (-FILE_SECONDS.get(os.path.relpath(item.path, REPO_ROOT), 0), -slow[item.path]))
 
@@ -96,22 +126,42 @@ def tiny_recipe():
 
 
 @pytest.fixture(scope="session")
-def multi30k_dir():
-    """The real Multi30k files' directory; a test that reads them (or trains on them) skips without the corpus.
+def data_dir() -> Path:
+    """The generated corpora's directory ($KT_DATA_DIR in the tests)."""
+    return Path(os.environ["KT_DATA_DIR"])
 
-    Tests that only run a command on ``--recipe=multi30k`` name it with ``@pytest.mark.usefixtures("multi30k_dir")``.
-    """
-    from keras_transformer.data import corpora
 
-    path = corpora.resolve_data_dir() / corpora.MULTI30K_DIR
-    if not (path / "train.en.gz").is_file():
-        pytest.skip(f"Multi30k not found under {path} (set KT_DATA_DIR)")
+@pytest.fixture(scope="session")
+def multi30k_dir(data_dir) -> Path:
+    """The generated Multi30k's directory: train (2,000 pairs), val (500), test_2016_flickr (200)."""
+    return data_dir / "multi30k-task1-en-de"
+
+
+@pytest.fixture(scope="session")
+def real_data_dir() -> Path:
+    """The real corpora's directory, for tests marked ``corpus`` (``real_multi30k_dir`` and the parsing tests'
+    ``sample_data_dir`` fetch what they read into it). Pass it to the tools (``--data_dir``): the tests'
+    $KT_DATA_DIR is the generated one."""
+    path = REAL_DATA_DIR if REAL_DATA_DIR.is_dir() else Path.home() / ".cache" / "keras_transformer" / "data"
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 @pytest.fixture(scope="session")
+def real_multi30k_dir(real_data_dir) -> Path:
+    """The real Multi30k's directory, its train, val and test_2016_flickr fetched as the tools fetch them."""
+    from keras_transformer.config import DataConfig
+    from keras_transformer.data import corpora
+    from tests.support import fetched
+
+    for split in ("train", "val", "test_2016_flickr"):
+        fetched("Multi30k", lambda: corpora.split_files(DataConfig(), split, real_data_dir))
+    return real_data_dir / corpora.MULTI30K_DIR
+
+
+@pytest.fixture(scope="session")
 def multi30k_text(multi30k_dir):
-    """(English, German) first 1,000 lines of Multi30k train; skips without the corpus."""
+    """(English, German) first 1,000 lines of the generated Multi30k train."""
     from keras_transformer.data import corpora
 
     return (corpora.read_lines(multi30k_dir / "train.en.gz")[:1000],

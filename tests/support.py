@@ -19,6 +19,8 @@ import tempfile
 import types
 import warnings
 
+import pytest
+
 from tests import forkserver
 from tests.conftest import REPO_ROOT
 
@@ -144,3 +146,12 @@ def finish_cli(process, check=True, timeout=240) -> subprocess.CompletedProcess:
     if check:
         assert result.returncode == 0, failure_message(result)
     return result
+
+
+def fetched(what: str, fetch) -> None:
+    """Runs ``fetch``, which reads or downloads a real corpus as the tools do; skips the test with one line when the
+    corpus cannot be had (offline, without it)."""
+    try:
+        fetch()
+    except FileNotFoundError as e:
+        pytest.skip(f"{what}: {e}")

@@ -10,7 +10,6 @@ from tests.conftest import REPO_ROOT
 from tests.support import run_cli
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_kt_pipeline_end_to_end(tmp_path):
     export_dir = tmp_path / "export"

@@ -61,16 +61,15 @@ def test_translates_held_sentences_sensibly():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
-def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path):
+def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path, real_data_dir):
     hypotheses = tmp_path / "test_2016_flickr.hyp.de"
     result = run_cli("evaluate", f"--model={SHIPPED}", "--split=test_2016_flickr", f"--hypotheses={hypotheses}",
-                     "--json", timeout=900)
+                     "--json", f"--data_dir={real_data_dir}", timeout=900)
     cased = json.loads(result.stdout.strip().splitlines()[-1])
     assert (round(cased["bleu"], 2), round(cased["chrf"], 2), cased["signature"]) == (
         metadata["bleu"], metadata["chrf"], metadata["signature"])
     result = run_cli("evaluate", f"--hypothesis_file={hypotheses}", "--split=test_2016_flickr", "--tokenized_bleu",
-                     "--json")
+                     "--json", f"--data_dir={real_data_dir}")
     tokenized = json.loads(result.stdout.strip().splitlines()[-1])
     assert (round(tokenized["bleu"], 2), tokenized["signature"]) == (
         metadata["bleu_tokenized_lowercase"], metadata["signature_tokenized_lowercase"])

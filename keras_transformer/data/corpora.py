@@ -146,19 +146,24 @@ def read_parallel_files(source_path, target_path) -> Tuple[List[str], List[str],
 
 def _download_multi30k(path: Path, split: str, lang: str) -> None:
     """Fetches one Multi30k file from the dataset's GitHub repository into ``path``, checked by its
-    ``MULTI30K_SHA256``. Not ``keras.utils.get_file``: it writes under the final name and keeps a file that fails
-    its hash; this writes ``<name>.part`` and renames it once it checks out."""
-    url = MULTI30K_URL.format(split=split, lang=lang)
+    ``MULTI30K_SHA256``."""
+    download(MULTI30K_URL.format(split=split, lang=lang), path, MULTI30K_SHA256.get(path.name),
+             f"a directory holding {MULTI30K_DIR}/")
+
+
+def download(url: str, path: Path, expected: Optional[str], holding: str) -> None:
+    """Fetches ``url`` into ``path`` when its sha256 is ``expected`` (any, for None); a FileNotFoundError that says
+    to point --data_dir at ``holding`` when it cannot. Not ``keras.utils.get_file``: it writes under the final
+    name and keeps a file that fails its hash; this writes ``<name>.part`` and renames it once it checks out."""
     logging.info("downloading %s -> %s", url, path)
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             data = response.read()
     except (urllib.error.URLError, OSError) as e:
         raise FileNotFoundError(
-            f"{path} is missing and downloading {url} failed ({e}); "
-            "point --data_dir or KT_DATA_DIR at a directory holding multi30k-task1-en-de/"
+            f"{path} is missing and downloading {url} failed ({e}); point --data_dir or KT_DATA_DIR at {holding}"
         ) from None
-    expected, got = MULTI30K_SHA256.get(path.name), hashlib.sha256(data).hexdigest()
+    got = hashlib.sha256(data).hexdigest()
     if expected is not None and got != expected:
         raise FileNotFoundError(f"{path} is missing and {url} gave {len(data):,} bytes of sha256 {got[:12]}..., not "
                                 f"the dataset's {expected[:12]}...; nothing was written")

@@ -6,7 +6,6 @@ import pytest
 pytest.importorskip("sacremoses")
 
 from bench import baseline_bleu  # noqa: E402
-from keras_transformer.data import corpora  # noqa: E402
 from keras_transformer.data.files import read_text  # noqa: E402
 
 
@@ -21,13 +20,8 @@ def test_case_and_tokenization_do_not_count():
     assert bleu.score == pytest.approx(100.0)
 
 
-def test_reference_length_is_the_baseline_logs_12103_tokens():
-    try:
-        path = corpora.resolve_data_dir() / corpora.MULTI30K_DIR / "test_2016_flickr.de.gz"
-    except FileNotFoundError:
-        pytest.skip("no data directory")
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
+def test_reference_length_is_the_baseline_logs_12103_tokens(real_multi30k_dir):
+    path = real_multi30k_dir / "test_2016_flickr.de.gz"
     references = read_text(path)
     bleu = baseline_bleu.baseline_bleu(references, references)
     assert (bleu.ref_len, bleu.score) == (12103, pytest.approx(100.0))

@@ -13,7 +13,6 @@ import os
 
 import pytest
 
-from keras_transformer.data import corpora
 from tests.conftest import REPO_ROOT
 from tests.support import run_cli
 
@@ -27,8 +26,6 @@ HAS = {"hf": all(importlib.util.find_spec(p) for p in ("torch", "transformers"))
 
 @pytest.fixture(scope="module")
 def result():
-    if not (corpora.resolve_data_dir() / corpora.MULTI30K_DIR / "test_2016_flickr.en.gz").is_file():
-        pytest.skip("Multi30k test_2016_flickr not found (set KT_DATA_DIR)")
     proc = run_cli("bench/bench_engines.py", "--num_sentences=3", "--batch_sizes=2", "--rounds=1", "--pause=0",
                    f"--systems={','.join(SYSTEMS)}", f"--baseline_saved_model={SHIPPED},{SHIPPED}", timeout=600)
     lines = proc.stdout.strip().splitlines()

@@ -38,7 +38,6 @@ def test_explicit_accumulation_and_budget_errors_name_the_field():
         batching.plan_batches(dataclasses.replace(BASE, tokens_per_batch=1000), 4)
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_one_two_four_replicas_train_on_the_same_tokens_per_update(tmp_path):
     out = run_cli("tests.data.batch_plan_worker", tmp_path, timeout=600)  # a fresh process with 4 logical CPUs

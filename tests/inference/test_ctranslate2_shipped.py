@@ -32,13 +32,11 @@ SENTENCES = 200
 
 
 @pytest.fixture(scope="module")
-def test_set():
+def test_set(real_multi30k_dir):
     """(sources, references): the first 200 pairs of test_2016_flickr."""
     if not os.path.isfile(os.path.join(SHIPPED, "saved_model.pb")):
         pytest.skip(f"{SHIPPED} is absent")
-    path = corpora.resolve_data_dir() / corpora.MULTI30K_DIR
-    if not (path / "test_2016_flickr.en.gz").is_file():
-        pytest.skip(f"Multi30k not found under {path} (set KT_DATA_DIR)")
+    path = real_multi30k_dir
     return (corpora.read_lines(path / "test_2016_flickr.en.gz")[:SENTENCES],
             corpora.read_lines(path / "test_2016_flickr.de.gz")[:SENTENCES])
 

@@ -78,7 +78,6 @@ def test_mismatched_lengths_are_an_error():
         metric.score(["a"], ["a", "b"])
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_split_names_the_test_set_in_the_data_directory(tmp_path):
     from keras_transformer.data import corpora
 

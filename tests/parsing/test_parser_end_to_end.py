@@ -41,12 +41,12 @@ def run(module, *args, stdin=None):
 
 
 @pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory, sample_data_dir):
+def pipeline_run(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("parser")
     recipe_file = root / "ptb_tiny.json"
     recipe_file.write_text(tiny_parser_recipe().to_json())
     out = run("pipeline", f"--recipe={recipe_file}", f"--workdir={root / 'run'}", f"--export_dir={root / 'export'}",
-              "--eval_sentences=16", f"--data_dir={sample_data_dir}")
+              "--eval_sentences=16")  # the generated sample ($KT_DATA_DIR)
     return root, out.stdout
 
 
@@ -74,9 +74,9 @@ def test_dev_f1_is_logged_and_ranks_the_kept_checkpoints(pipeline_run):
     assert glob.glob(str(root / "run" / "tensorboard" / "validation" / "events.*"))
 
 
-def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
+def test_saved_model_parses_as_the_work_directory(pipeline_run, generated_splits):
     root, _ = pipeline_run
-    gold = sample_splits["test"].trees[:16]
+    gold = generated_splits["test"].trees[:16]
     sentences = [" ".join(trees.words(t)) for t in gold]
     from_workdir = parsing.parse_lines(inference.load(root / "run", "averaged"), sentences)
     from_export = parsing.parse_lines(inference.load(root / "export"), sentences)
@@ -89,10 +89,10 @@ def test_saved_model_parses_as_the_work_directory(pipeline_run, sample_splits):
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-def test_parallel_searches_parse_as_one_search(pipeline_run, sample_splits, parts):
+def test_parallel_searches_parse_as_one_search(pipeline_run, generated_splits, parts):
     root, _ = pipeline_run
     model, _, tok = artifacts.load_model(root / "run", "averaged")
-    sentences = [" ".join(trees.words(t)) for t in sample_splits["test"].trees[:7]]
+    sentences = [" ".join(trees.words(t)) for t in generated_splits["test"].trees[:7]]
     source_ids = append_eos(tok.tokenize(tf.constant(sentences))).to_tensor(PAD_ID)  # [7, S]
     tokens = tree_constraint.token_kinds(tok)
     sequences, scores = tree_constraint.parse_ids(model, source_ids, tokens, 4, 0.3, 300)
@@ -104,9 +104,9 @@ def test_parallel_searches_parse_as_one_search(pipeline_run, sample_splits, part
     assert info["decode"]["parallel_searches"] == PARALLEL_SEARCHES  # the export deals its batches to 2 searches
 
 
-def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, sample_splits):
+def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, generated_splits):
     root, _ = pipeline_run
-    gold = sample_splits["test"].trees[:16]
+    gold = generated_splits["test"].trees[:16]
     scores, parses = parsing.evaluate(inference.load(root / "run", "averaged"), gold, constrained=False)
     assert scores["constrained"] is False and 0 <= scores["repaired"] <= 16
     assert scores["repaired"] == sum(trees.repair(s, len(trees.words(g))).repaired
@@ -117,11 +117,10 @@ def test_unconstrained_decoding_is_repaired_and_counted(pipeline_run, sample_spl
         parsing.parse_lines(inference.load(root / "export"), ["a b"], constrained=False)
 
 
-def test_evaluate_parser_and_parse_clis(pipeline_run, sample_data_dir):
+def test_evaluate_parser_and_parse_clis(pipeline_run):
     root, _ = pipeline_run
     metadata = json.loads((root / "export" / "metadata.json").read_text())
-    out = run("evaluate_parser", f"--model={root / 'export'}", "--max_sentences=16", "--json",
-              f"--data_dir={sample_data_dir}")
+    out = run("evaluate_parser", f"--model={root / 'export'}", "--max_sentences=16", "--json")
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("LP ") and " F1 " in lines[0] and lines[1].startswith("repaired 0 of 16 outputs")
     scores = json.loads(lines[-1])

@@ -1,6 +1,10 @@
 """The treebank as a corpus: files from a zip or a directory, splits, pairs, and the tokenizer's atomic labels."""
 
 import dataclasses
+import hashlib
+import io
+import urllib.error
+import urllib.request
 import zipfile
 
 import pytest
@@ -64,6 +68,29 @@ def test_bad_splits_are_named(tmp_path, split, message):
     cfg = dataclasses.replace(PTB, treebank=str(_treebank_dir(tmp_path / "tb", (0,))))
     with pytest.raises(ValueError, match=message):
         treebank.load(cfg, split, tmp_path)
+
+
+def test_the_default_sample_is_fetched_from_nltk_when_missing_checked_by_sha256(tmp_path, monkeypatch):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("treebank/combined/wsj_0190.mrg", TREE.format(word="dog"))
+    served, fetched = buffer.getvalue(), []
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: fetched.append(url) or io.BytesIO(served))
+    with pytest.raises(FileNotFoundError, match=r"treebank\.zip is missing and .* gave [\d,]+ bytes of sha256 .*, not the "
+                                                r"dataset's 9da92d76c366\.\.\.; nothing was written"):
+        treebank.load(PTB, "test", tmp_path)
+    assert fetched == [treebank.SAMPLE_URL] and not (tmp_path / treebank.SAMPLE).exists()
+    monkeypatch.setattr(treebank, "SAMPLE_SHA256", hashlib.sha256(served).hexdigest())
+    assert [trees.words(t) for t in treebank.load(PTB, "test", tmp_path).trees] == [["The", "dog", "sleeps", "."]]
+    assert (tmp_path / treebank.SAMPLE).read_bytes() == served
+
+    def offline(url, timeout):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    (tmp_path / "offline").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"treebank\.zip is missing and downloading .* failed .*--data_dir"):
+        treebank.load(PTB, "test", tmp_path / "offline")
 
 
 def test_missing_treebank_and_odd_names(tmp_path):

@@ -97,7 +97,6 @@ def _text_flags(prefix, dev):
     return ["--recipe=tiny", f"--train_prefix={prefix}", f"--eval_prefix={dev}", "--vocab_size=320"]
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.parametrize("how", ["crc", "cut_short"])
 def test_kt_data_report_names_a_damaged_gzip_corpus(tmp_path, how):
     prefix, dev = _corpus(tmp_path, "train"), _corpus(tmp_path, "dev", pairs=20)
@@ -106,7 +105,6 @@ def test_kt_data_report_names_a_damaged_gzip_corpus(tmp_path, how):
     assert_one_error_line(result, f"{prefix}.de.gz: damaged gzip data after line ")
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_kt_train_on_a_damaged_gzip_corpus_is_refused_and_writes_nothing(tmp_path):
     prefix, dev = _corpus(tmp_path, "train"), _corpus(tmp_path, "dev", pairs=20)
     _damage_gzip(Path(f"{prefix}.en.gz"), "cut_short")
@@ -115,7 +113,6 @@ def test_kt_train_on_a_damaged_gzip_corpus_is_refused_and_writes_nothing(tmp_pat
     assert not (tmp_path / "run").exists()  # a refused fresh run leaves no work directory behind
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_ten_thousand_word_training_lines_are_filtered_not_fatal(tmp_path):
     from keras_transformer.data import report as data_report
 

@@ -43,7 +43,6 @@ def _kt_train(workdir, *flags):
                    "--seed=3", *flags, timeout=600)
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 @pytest.mark.slow
 def test_kt_train_accumulates_under_the_default_strategy_and_eq3_counts_updates(tmp_path):
     from keras_transformer import training

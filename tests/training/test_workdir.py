@@ -33,7 +33,6 @@ def test_an_interrupted_run_sees_the_batches_of_an_uninterrupted_one(tiny_recipe
     assert second.weights_sha256 == whole.weights_sha256  # bit-identical: same batches in the same order
 
 
-@pytest.mark.usefixtures("multi30k_dir")  # trains on or reads the real corpus
 def test_training_batches_are_the_same_on_every_start(tiny_recipe, tmp_path):
     """The corpus pipeline is deterministic under the seed, so skipping N batches lands where a run stopped."""
     from keras_transformer.data import build_datasets

@@ -8,7 +8,7 @@ The treebank is a directory of ``.mrg`` files (searched recursively; LDC99T42
 keeps them in ``parsed/mrg/wsj/<section>/wsj_<section><nn>.mrg``) or a zip of
 them, named by ``DataConfig.treebank``; a relative path is looked up in the
 data directory (``--data_dir``, ``KT_DATA_DIR``, else ``../shared/data``). The
-default is the free ~5% sample ``ptb-wsj-sample/treebank.zip`` (3,914
+default is the free ~5% sample ``ptb-wsj-sample/treebank.zip`` (fetched from NLTK's data when missing; 3,914
 sentences, files wsj_0001-wsj_0199, sections 00-01).
 
 Splits, by file (articles never straddle two splits):
@@ -38,7 +38,10 @@ import tensorflow as tf
 from keras_transformer.data import corpora
 from keras_transformer.tasks.parsing import trees as trees_lib
 
-SAMPLE = "ptb-wsj-sample/treebank.zip"  # the default treebank, in the data directory
+SAMPLE = "ptb-wsj-sample/treebank.zip"  # the default treebank, in the data directory; downloaded when missing
+SAMPLE_URL = ("https://raw.githubusercontent.com/nltk/nltk_data/5db857e6f7df11eabb5e5665836db9ec8df07e28/packages/"
+              "corpora/treebank.zip")  # NLTK's ~5% WSJ sample (ptb-wsj-sample/SOURCE.md)
+SAMPLE_SHA256 = "9da92d76c3666cfb6cddeaed0f7e86b344cce0f0928a286d439e555f19c37399"
 STANDARD_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}  # the WSJ split of §6.3
 SAMPLE_FILES = {"train": (1, 179), "dev": (180, 189), "test": (190, 199)}  # wsj_NNNN numbers, inclusive
 _NAME = re.compile(r"wsj_(\d{2})(\d{2})\.mrg$")
@@ -47,8 +50,11 @@ _memo: Dict[Tuple[str, int, int], Dict[str, str]] = {}  # (path, size, mtime) ->
 
 
 def treebank_path(cfg, data_dir) -> Path:
-    """``cfg.treebank`` (default: the WSJ sample), relative paths in ``data_dir``; FileNotFoundError naming it."""
+    """``cfg.treebank`` (default: the WSJ sample, fetched from NLTK's data into ``data_dir`` when it is not there),
+    relative paths in ``data_dir``; FileNotFoundError naming it."""
     value = cfg.treebank or SAMPLE
+    if value == SAMPLE and Path(data_dir).is_dir() and not (Path(data_dir) / SAMPLE).exists():
+        corpora.download(SAMPLE_URL, Path(data_dir) / SAMPLE, SAMPLE_SHA256, "a directory holding ptb-wsj-sample/")
     path = Path(value).expanduser()
     candidates = [path] if path.is_absolute() else [Path(data_dir) / path, path]
     for candidate in candidates:

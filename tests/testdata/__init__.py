@@ -1,0 +1,1 @@
+"""Test fixtures: generated corpora (``corpora.py``)."""
