@@ -62,6 +62,7 @@ class Transformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(c.dropout, name="embedding_dropout")
         self.encoder = Encoder(c.num_encoder_layers, **block, name="encoder")
         self.decoder = Decoder(c.num_decoder_layers, **block, name="decoder")
+        self.add_context_layers()  # before the seeds below: layers draw their initializers' seeds from one stream
         if c.source_token_dropout or c.source_token_dropout_alpha:  # created last: the other seeds stay as before
             self.token_dropout_seed = keras.random.SeedGenerator(name="source_token_dropout")
         if c.target_token_dropout:  # after the source's: a model without it draws as before
@@ -132,6 +133,9 @@ class Transformer(keras.Model):
                            context=context), context
 
     # -- what a task's subclass adds to the decoder's input (none of it in the paper) ------------
+
+    def add_context_layers(self) -> None:
+        """Creates the layers a task's subclass adds (called in ``__init__`` after the decoder's); none here."""
 
     def source_context(self, source_ids, memory):
         """source_ids [B, S], memory [B, S, D] -> what ``context_inputs`` and ``context_step`` read, once per

@@ -38,12 +38,18 @@ class ParsingTransformer(Transformer):
     CONFIG_KEYS = ("parsing",)
 
     def __init__(self, config, parsing: Optional[Union[ParsingConfig, dict]] = None, **kwargs):
-        super().__init__(config, **kwargs)
         parsing = ParsingConfig(**parsing) if isinstance(parsing, dict) else parsing or ParsingConfig(align_words=True)
         if not parsing.align_words:
             raise ValueError("align_words: the parser's model reads the next word; without it build the Transformer")
-        self.parsing = parsing
-        d_model, vocab = self.config.d_model, self.config.vocab_size
+        self.parsing = parsing  # read by add_context_layers, which the Transformer's __init__ calls
+        super().__init__(config, **kwargs)
+        if parsing.tag_loss:  # W_tag [D, D]; built last (build()): the other weights start as without it
+            self.word_tagger = keras.layers.Dense(self.config.d_model, use_bias=False, name="word_tagger")
+
+    def add_context_layers(self):
+        """P, the word tables and the depth embedding, where the Transformer created them when they were its own:
+        after the decoder, before the dropout seeds (a recipe trains from the same initial weights as then)."""
+        parsing, d_model, vocab = self.parsing, self.config.d_model, self.config.vocab_size
         self.alignment = keras.layers.Dense(d_model, use_bias=False, name="word_alignment")  # P [D or 3D, D]
         # [2, V]: row 0 a piece is a leaf of the target, row 1 it starts a word of the source; with bracket_depth
         # [3, V], row 2 what the piece adds to the depth: +1 opens, -1 closes (set_word_tables)
@@ -51,8 +57,6 @@ class ParsingTransformer(Transformer):
                                            trainable=False, name="word_tables")
         if parsing.bracket_depth:
             self.depth_embedding = keras.layers.Embedding(MAX_DEPTH, d_model, name="bracket_depth")  # [64, D]
-        if parsing.tag_loss:  # W_tag [D, D]; built last (build()): the other weights start as without it
-            self.word_tagger = keras.layers.Dense(d_model, use_bias=False, name="word_tagger")
 
     @property
     def has_auxiliary_loss(self) -> bool:
