@@ -34,8 +34,6 @@ import glob
 import hashlib
 import os
 import random
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple, Union
 
@@ -43,7 +41,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer.config import DataConfig
-from keras_transformer.data import validation
+from keras_transformer.data import fetch, validation
 from keras_transformer.data.files import file_fingerprint, read_lines  # noqa: F401  (read_lines: also from here)
 from keras_transformer.data.reader import Corpus
 from keras_transformer.workdir import WorkDir
@@ -147,30 +145,8 @@ def read_parallel_files(source_path, target_path) -> Tuple[List[str], List[str],
 def _download_multi30k(path: Path, split: str, lang: str) -> None:
     """Fetches one Multi30k file from the dataset's GitHub repository into ``path``, checked by its
     ``MULTI30K_SHA256``."""
-    download(MULTI30K_URL.format(split=split, lang=lang), path, MULTI30K_SHA256.get(path.name),
-             f"a directory holding {MULTI30K_DIR}/")
-
-
-def download(url: str, path: Path, expected: Optional[str], holding: str) -> None:
-    """Fetches ``url`` into ``path`` when its sha256 is ``expected`` (any, for None); a FileNotFoundError that says
-    to point --data_dir at ``holding`` when it cannot. Not ``keras.utils.get_file``: it writes under the final
-    name and keeps a file that fails its hash; this writes ``<name>.part`` and renames it once it checks out."""
-    logging.info("downloading %s -> %s", url, path)
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response:
-            data = response.read()
-    except (urllib.error.URLError, OSError) as e:
-        raise FileNotFoundError(
-            f"{path} is missing and downloading {url} failed ({e}); point --data_dir or KT_DATA_DIR at {holding}"
-        ) from None
-    got = hashlib.sha256(data).hexdigest()
-    if expected is not None and got != expected:
-        raise FileNotFoundError(f"{path} is missing and {url} gave {len(data):,} bytes of sha256 {got[:12]}..., not "
-                                f"the dataset's {expected[:12]}...; nothing was written")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(data)
-    os.replace(partial, path)  # never leaves a truncated file under the final name
+    fetch.download(MULTI30K_URL.format(split=split, lang=lang), path, MULTI30K_SHA256.get(path.name),
+                   f"a directory holding {MULTI30K_DIR}/")
 
 
 def _find(prefix: Path, lang: str) -> Optional[Path]:

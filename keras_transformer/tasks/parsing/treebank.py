@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from keras_transformer.data import corpora
+from keras_transformer.data import corpora, fetch
 from keras_transformer.tasks.parsing import trees as trees_lib
 
 SAMPLE = "ptb-wsj-sample/treebank.zip"  # the default treebank, in the data directory; downloaded when missing
@@ -54,7 +54,7 @@ def treebank_path(cfg, data_dir) -> Path:
     relative paths in ``data_dir``; FileNotFoundError naming it."""
     value = cfg.treebank or SAMPLE
     if value == SAMPLE and Path(data_dir).is_dir() and not (Path(data_dir) / SAMPLE).exists():
-        corpora.download(SAMPLE_URL, Path(data_dir) / SAMPLE, SAMPLE_SHA256, "a directory holding ptb-wsj-sample/")
+        fetch.download(SAMPLE_URL, Path(data_dir) / SAMPLE, SAMPLE_SHA256, "a directory holding ptb-wsj-sample/")
     path = Path(value).expanduser()
     candidates = [path] if path.is_absolute() else [Path(data_dir) / path, path]
     for candidate in candidates:
