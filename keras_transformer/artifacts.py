@@ -3,7 +3,7 @@
     kind(model_arg) -> "saved_model" | "ctranslate2" | "workdir"   (a ValueError when it is none of them)
     find_tokenizer(workdir, recipe, data_dir=None, corpus=TEXT) -> the work directory's Tokenizer(s)
     load_model(model_arg, checkpoint="latest", data_dir=None, corpus=TEXT) -> (model, recipe, tokenizer)
-    Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces)
+    Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces, sample)
         a model ready to decode (``inference.load``)
 
 A ``--model`` is a training work directory (``checkpoint`` picks its weights), a SavedModel written by
@@ -40,6 +40,8 @@ class Loaded(NamedTuple):
     best: Optional[Callable] = None  # as fn, the best hypothesis alone: its search may stop sooner (None: fn's)
     source_pieces: Optional[Callable] = None  # [N] lines -> [N] subwords each (no EOS), as the model's tokenizer
     max_source_pieces: int = 0  # the most subwords of an input the model reads; the rest are cut (EOS aside)
+    sample: Optional[Callable] = None  # (inputs, num_samples, top_k, top_p, temperature, seed, alpha,
+    # extra_length) -> fn's n-best outputs, the draws in the slots (a translator's sample_with_options; None: none)
 
 
 def kind(model_arg) -> str:

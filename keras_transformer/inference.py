@@ -23,6 +23,7 @@ from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
 from keras_transformer.serving.checks import max_source_length
+from keras_transformer.tasks.translation.module import SAMPLE_SIGNATURE as SAMPLE
 from keras_transformer.workdir import WorkDir
 
 
@@ -54,7 +55,7 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, recipe,
                   f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})", module,
                   getattr(module, "linearize_unconstrained", None), module.best_with_options(),
-                  tokenizer.source.piece_counts, max_source_length(recipe) - 1)
+                  tokenizer.source.piece_counts, max_source_length(recipe) - 1, getattr(module, SAMPLE, None))
 
 
 def _load_saved_model(path) -> Loaded:
@@ -80,10 +81,15 @@ def _load_saved_model(path) -> Loaded:
             return loaded.signatures["serving_default"](inputs=inputs)
         return call(inputs, beam_size, alpha, extra_length)
 
+    def sample(inputs, num_samples, top_k, top_p, temperature, seed, alpha, extra_length):
+        return loaded.signatures[SAMPLE](inputs=inputs, num_samples=num_samples, top_k=top_k, top_p=top_p,
+                                         temperature=temperature, seed=seed, alpha=alpha, extra_length=extra_length)
+
     models = loading.tokenizer_models(path)
     source = Tokenizer(models["shared"] if "shared" in models else models["source"])
     return Loaded(call, defaults, recipe, str(path), loaded, best=best, source_pieces=source.piece_counts,
-                  max_source_pieces=max_source_length(recipe) - 1)
+                  max_source_pieces=max_source_length(recipe) - 1,
+                  sample=sample if SAMPLE in loaded.signatures else None)
 
 
 def task_of(loaded: Loaded) -> tasks.Task:

@@ -3,6 +3,7 @@
     kt-translate --model=saved_models/multi30k_en_de < source.en > hypotheses.de
     kt-translate --model=runs/multi30k --checkpoint=averaged --input=test.en.gz --output=hyp.de
     kt-translate --model=saved_models/multi30k_en_de --nbest=4 < source.en > nbest.de   # i ||| translation ||| score
+    kt-translate --model=runs/multi30k --sampling --sampling_topk=10 --seed=1 < mono.en > back.de   # one draw a line
     kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
 
 --model is an exported SavedModel, a CTranslate2 directory or a training work
@@ -20,6 +21,10 @@ A score is log P(Y|X) / lp(|Y|), GNMT's lp(n) = ((5 + n) / 6)^α with |Y|
 counting the subwords and EOS; kt-score gives the same number for a given
 translation. A CTranslate2 directory decodes with CTranslate2's own search
 and scores, log P(Y|X) / |Y|^α, unless --ctranslate2_search=gnmt.
+With --sampling each translation is drawn from the model instead (top-k, the
+nucleus top-p, a temperature; decoding/sampling.py), --nbest N draws per line
+in draw order, scored as above; a work directory or a SavedModel exported with
+the sample_with_options signature samples, the same --seed the same draws.
 """
 
 from __future__ import annotations
@@ -39,25 +44,49 @@ flags.DEFINE_integer("nbest", 1, "Hypotheses per input line, 1 <= N <= beam size
                      "'i ||| translation ||| score' (i = 0-based input line, best first).")
 flags.DEFINE_boolean("with_scores", False, "Write 'score<TAB>translation' (score = log P(Y|X) / lp(|Y|)); "
                      "with --nbest > 1 the scores are always written.")
+flags.DEFINE_boolean("sampling", False, "Draw each translation from the model instead of searching for the best "
+                     "(back-translation; not in the paper): --nbest N draws N per line, in draw order.")
+flags.DEFINE_integer("sampling_topk", 0, "With --sampling: draw from the K most probable tokens only; 0: from all.")
+flags.DEFINE_float("sampling_topp", 1.0, "With --sampling: draw from the fewest most probable tokens whose "
+                   "probabilities reach P (nucleus sampling); 1: no cut.")
+flags.DEFINE_float("sampling_temperature", 1.0, "With --sampling: divide the log-probabilities by T before drawing "
+                   "(< 1 sharper, > 1 flatter).")
+flags.DEFINE_integer("seed", 0, "With --sampling: the draws' seed (the same seed, input and --batch_size give the same "
+                     "translations).")
 FLAGS = flags.FLAGS
+SAMPLING_FLAGS = {"sampling_topk": "top_k", "sampling_topp": "top_p", "sampling_temperature": "temperature"}
 
 
 def main(argv):
     del argv
     decode_flags.check_decode_flags()
-    decode_flags.check_nbest(FLAGS.nbest)
+    check_sampling_flags()
+    if not FLAGS.sampling:
+        decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
     from keras_transformer.tasks.translation import lines as translation_lines
 
     common.check_output_flag("output")  # before any work whose result could not be written
     chunks = decode_flags.input_chunks()
     translator = decode_flags.load_model()
-    decode_flags.check_nbest(FLAGS.nbest, translator)
+    if FLAGS.sampling and translator.sample is None:
+        common.fail(f"--sampling: {FLAGS.model} cannot sample (a CTranslate2 directory, or an export written before "
+                    "its sample_with_options signature: re-export it with kt-export)")
+    if not FLAGS.sampling:
+        decode_flags.check_nbest(FLAGS.nbest, translator)
     if FLAGS.nbest > 1 and not inference.task_of(translator).nbest:
         common.fail(f"--nbest: {FLAGS.model} is a {inference.task_of(translator).name} model; its outputs have no "
                     "n-best lists")
 
     def translate(lines, before):
+        if FLAGS.sampling:
+            drawn = translation_lines.sample_lines(
+                translator, lines, FLAGS.nbest, **{option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()},
+                seed=FLAGS.seed, batch_size=FLAGS.batch_size, alpha=FLAGS.alpha, extra_length=FLAGS.extra_length)
+            if FLAGS.nbest > 1:
+                return translation_lines.format_nbest(drawn, first=before)
+            firsts, scores = [t[0] for t in drawn.translations], [s[0] for s in drawn.scores]
+            return translation_lines.format_scored(firsts, scores) if FLAGS.with_scores else firsts
         if FLAGS.nbest > 1:
             return translation_lines.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest),
                                                   first=before)
@@ -71,6 +100,20 @@ def main(argv):
     cut_summary = decode_flags.long_lines_summary(cut, translator.max_source_pieces)
     print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
           f"{translator.description}{cut_summary}", file=sys.stderr)
+
+
+def check_sampling_flags() -> None:
+    """Exit naming the first sampling flag that is given without --sampling or breaks its rule."""
+    from keras_transformer.config import sampling_option_error
+
+    for flag, option in SAMPLING_FLAGS.items():
+        if FLAGS[flag].present and not FLAGS.sampling:
+            common.fail(f"--{flag}: applies with --sampling only")
+        problem = sampling_option_error(option, FLAGS[flag].value)
+        if problem:
+            common.fail(f"--{flag}: {problem}")
+    if FLAGS.sampling and FLAGS.nbest < 1:
+        common.fail(f"--nbest: must be >= 1, got {FLAGS.nbest}")
 
 
 def run():

@@ -55,6 +55,23 @@ DECODE_OPTIONS = {  # name: (least valid value, the rule as an error states it);
     "extra_length": (0, "must be >= 0"),
 }
 
+# Sampling's options (decoding/sampling.py; kt-translate --sampling_*, the sample_with_options signature): name:
+# (the test of a valid value, the rule as an error states it). NaN and ±inf are never valid.
+SAMPLING_OPTIONS = {
+    "num_samples": (lambda v: v >= 1, "must be >= 1"),
+    "top_k": (lambda v: v >= 0, "must be >= 0 (0: no cut)"),
+    "top_p": (lambda v: (v > 0.0) & (v <= 1.0), "must be in (0, 1]"),  # & (not a chain): tensors too
+    "temperature": (lambda v: v > 0.0, "must be > 0"),
+}
+
+
+def sampling_option_error(name: str, value) -> Optional[str]:
+    """Why ``value`` is not a valid sampling option ``name`` ("must be ..., got v"), or None when it is."""
+    test, rule = SAMPLING_OPTIONS[name]
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and test(value):
+        return None
+    return f"{rule}, got {value}"
+
 
 # What an export may compute in (kt-export --precision, export.with_precision): float32, or bfloat16 weights and
 # activations (the softmaxes in float32), whose matmuls run on bfloat16 units where the CPU has them (AMX).

@@ -13,16 +13,24 @@ import tensorflow as tf
 
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.decoding import model_step
-from keras_transformer.decoding.log_probs import as_log_probs
+from keras_transformer.decoding.log_probs import LogProbs, as_log_probs
 from keras_transformer.decoding.beam_search import SearchResult, cache_invariants, length_penalty
 
 
+def most_probable(log_probs: LogProbs, step):
+    """log_probs [B, V] -> (log P [B], token [B] int32) of each row's most probable token (ties to the lower id)."""
+    best, token = log_probs.top_k(1)  # [B, 1] each
+    return best[:, 0], token[:, 0]
+
+
 def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, constants=(), eos_id=EOS_ID,
-                  bos_id=BOS_ID) -> SearchResult:
+                  bos_id=BOS_ID, choose=most_probable) -> SearchResult:
     """step_fn(token_ids [B], step, cache, constants) -> (log_probs [B, V] or ``LogProbs``, cache); max_lengths [B]
     (EOS included).
 
     initial_cache and constants: nests of tensors [B, ...] (see ``beam_search``; here nothing is reordered).
+    ``choose(log_probs, step) -> (log P [B], token [B])`` picks each row's next token: the most probable, or a
+    draw (``sampling.sampler``).
     """
     max_lengths = tf.cast(max_lengths, tf.int32)  # [B]
     b = tf.shape(max_lengths)[0]
@@ -32,8 +40,7 @@ def greedy_search(step_fn, initial_cache, max_lengths, alpha=0.0, constants=(), 
         previous = tf.gather(sequences, tf.maximum(i - 1, 0), axis=1)  # [B]
         previous = tf.where(tf.equal(i, 0), tf.fill([b], bos_id), previous)
         log_probs, cache = step_fn(previous, i, cache, constants)  # [B, V]
-        best, token = as_log_probs(log_probs).top_k(1)  # [B, 1] each
-        best, token = best[:, 0], token[:, 0]  # [B]
+        best, token = choose(as_log_probs(log_probs), i)  # [B] each
         live = tf.logical_not(done)  # [B]
         at_i = tf.equal(tf.range(t_max), i)[None, :]  # [1, T]
         sequences = tf.where(tf.logical_and(at_i, live[:, None]), token[:, None], sequences)  # [B, T]

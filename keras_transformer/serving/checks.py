@@ -1,8 +1,9 @@
 """What every exported signature checks in the graph before it decodes, and how it bounds its inputs.
 
-    STRINGS, IDS, OPTIONS                      the input specs: inputs [B] string, source_ids [B, S], options []
+    STRINGS, IDS, OPTIONS, SAMPLING            the input specs: inputs [B] string, source_ids [B, S], options []
     checked_rank(value, name)                  value, its rank asserted
     checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
+    checked_sampling(num_samples, top_k, top_p, temperature, seed)   likewise, config.SAMPLING_OPTIONS
     checked_source_ids(source_ids, vocab_size) ids asserted in [0, V)
     max_source_length(recipe), truncate_source(source_ids, max_length)
     blank(inputs) -> [B] bool                   empty or whitespace only: not decoded (``ServingModule``)
@@ -18,7 +19,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_transformer import EOS_ID
-from keras_transformer.config import DECODE_OPTIONS, Recipe
+from keras_transformer.config import DECODE_OPTIONS, SAMPLING_OPTIONS, Recipe
 from keras_transformer.decoding.model_step import source_lengths
 
 # Every input is declared of unknown shape and its rank checked in the graph: with a declared shape the check
@@ -28,7 +29,11 @@ IDS = tf.TensorSpec(None, tf.int32, name="source_ids")  # [B, S]
 OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, tf.float32, name="alpha"),
            tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
 _RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
-          "beam_size": (0, "a scalar"), "alpha": (0, "a scalar"), "extra_length": (0, "a scalar")}
+          **{name: (0, "a scalar") for name in ("beam_size", "alpha", "extra_length", "seed", *SAMPLING_OPTIONS)}}
+# sample_with_options' inputs after ``inputs`` (then alpha and extra_length, as OPTIONS): scalars
+SAMPLING = (tf.TensorSpec(None, tf.int32, name="num_samples"), tf.TensorSpec(None, tf.int32, name="top_k"),
+            tf.TensorSpec(None, tf.float32, name="top_p"), tf.TensorSpec(None, tf.float32, name="temperature"),
+            tf.TensorSpec(None, tf.int32, name="seed"))
 
 
 # Every character Python's str.isspace() holds true for, as RE2 spells them: RE2's \s is ASCII [\t\n\f\r ] only, so
@@ -76,6 +81,17 @@ def checked_rank(value, name: str):
         value = tf.reshape(value, tf.shape(value)[:rank])
     value.set_shape([None] * rank)
     return value
+
+
+def checked_sampling(num_samples, top_k, top_p, temperature, seed):
+    """The sampling options, each asserted in the graph to follow its rule in ``config.SAMPLING_OPTIONS``."""
+    checked = []
+    for name, value in zip(SAMPLING_OPTIONS, (num_samples, top_k, top_p, temperature)):
+        value = checked_rank(value, name)
+        as_float = tf.cast(value, tf.float32)
+        valid = tf.logical_and(SAMPLING_OPTIONS[name][0](as_float), tf.math.is_finite(as_float))
+        checked.append(_after(tf.debugging.Assert(valid, [f"{name}: {SAMPLING_OPTIONS[name][1]}, got", value]), value))
+    return (*checked, checked_rank(seed, "seed"))
 
 
 def checked_options(beam_size, alpha, extra_length):

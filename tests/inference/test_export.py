@@ -112,8 +112,8 @@ def test_export_directory_describes_itself(exported, trained_workdir, eager):
     assert info["max_source_length"] == MAX_SOURCE and info["decode"] == {"alpha": 0.6, "beam_size": 4,
                                                                           "extra_length": 50,
                                                                           "parallel_searches": 2}
-    assert info["signatures"] == ["serving_default", "translate_with_options", "translate_ids",
-                                  "translate_ids_with_options"]
+    assert info["signatures"] == ["serving_default", "translate_with_options", "sample_with_options",
+                                  "translate_ids", "translate_ids_with_options"]
     assert info["precision"] == "float32"
     assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
     assert (exported / "assets" / "tiny_inference.model").read_bytes() == tokenizer.model_proto
@@ -273,7 +273,8 @@ def test_saved_model_cli_show_and_run(exported):
     show = subprocess.run([f"{BIN}/saved_model_cli", "show", "--all", "--dir", str(exported)], capture_output=True,
                           text=True, timeout=120)
     assert show.returncode == 0, show.stderr[-2000:]
-    for name in ("serving_default", "translate_with_options", "translate_ids", "translate_ids_with_options"):
+    for name in ("serving_default", "translate_with_options", "sample_with_options", "translate_ids",
+                 "translate_ids_with_options"):
         assert f"signature_def['{name}']" in show.stdout
     # The stock binary has no tensorflow-text ops; the text signature runs with them loaded (the README's command).
     run_text = subprocess.run([sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools "

@@ -3,6 +3,8 @@
     translate_lines(loaded, lines, batch_size=32, beam_size=None, alpha=None, extra_length=None)
         -> (translations [N] list of str, scores [N] float32)
     translate_nbest(loaded, lines, nbest, batch_size=32, ...) -> NBest(translations [N][<=n], scores [N][<=n])
+    sample_lines(loaded, lines, num_samples, top_k=0, top_p=1.0, temperature=1.0, seed=0, batch_size=32, ...)
+        -> NBest of num_samples draws each, in draw order (``decoding.sampling``)
     format_nbest(NBest, first=0) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer.config import IN_FLIGHT_BATCHES
 from keras_transformer.decoding import NEG_INF
@@ -67,10 +70,34 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     if not 1 <= nbest <= options[0]:
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
+    return _nbest_lines(loaded, loaded.fn, lines, nbest, batch_size, options)
+
+
+def sample_lines(loaded, lines: Sequence[str], num_samples: int, top_k: int = 0, top_p: float = 1.0,
+                 temperature: float = 1.0, seed: int = 0, batch_size: int = 32, alpha: Optional[float] = None,
+                 extra_length: Optional[int] = None) -> NBest:
+    """``num_samples`` translations of each line drawn from the model (``decoding.sampling``: top_k, the nucleus
+    top_p, the temperature), in draw order, scored log P(Y|X) / lp(|Y|); the same seed, lines and batch size give
+    the same draws. A ValueError where ``loaded`` cannot sample (a CTranslate2 directory, an export written before
+    its ``sample_with_options`` signature). None options take the recipe's."""
+    if loaded.sample is None:
+        raise ValueError(f"sampling: {loaded.description} has no sample_with_options signature (exported before "
+                         "sampling, or not a TensorFlow translator); re-export it with kt-export")
+    _, alpha, extra_length = resolve_options(loaded, None, alpha, extra_length)
+
+    def sample(inputs, k, alpha, extra_length):
+        return loaded.sample(inputs, k, tf.constant(top_k, tf.int32), tf.constant(top_p, tf.float32),
+                             tf.constant(temperature, tf.float32), tf.constant(seed, tf.int32), alpha, extra_length)
+
+    return _nbest_lines(loaded, sample, lines, num_samples, batch_size, (num_samples, alpha, extra_length))
+
+
+def _nbest_lines(loaded, fn, lines, nbest, batch_size, options) -> NBest:
+    """``fn``'s first ``nbest`` n-best slots of each line (empty ones left out), in input order."""
     blank = [is_blank(line) for line in lines]  # a blank line: "" scored 0, never decoded
     translations: List[List[str]] = [[""] if b else [] for b in blank]
     scores: List[List[float]] = [[0.0] if b else [] for b in blank]
-    for batch, out in run_batches(loaded.fn, lines, batch_size, options, _in_flight(loaded)):
+    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded)):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
         for i, row_texts, row_scores in zip(batch, texts, values):

@@ -13,6 +13,10 @@ at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 
            (best first)
     translate_ids               source_ids [B, S] int32 -> sequences [B, K, T] int32, scores [B, K] float32
     translate_ids_with_options  source_ids, beam_size, alpha, extra_length -> the same outputs
+    sample_with_options         inputs [B] string, num_samples [] int32 (K), top_k [] int32, top_p [] float32,
+                                temperature [] float32, seed [] int32, alpha [] float32, extra_length [] int32
+        -> translate_with_options' outputs, the K draws of each input in the n-best slots, in draw order
+           (``decoding.sampling``; for back-translation)
 
 A blank input (empty or whitespace only) is not translated: "" with score 0 (``serving.module``).
 ``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after. ``sequences`` hold no BOS,
@@ -50,11 +54,13 @@ from keras_transformer import EOS_ID
 from keras_transformer.config import XlaBuckets
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
+from keras_transformer.decoding.sampling import sample_translate_ids
 from keras_transformer.decoding.static_beam_search import bucketed_translate_ids
 from keras_transformer.serving import checks
 from keras_transformer.serving.module import ServingModule
 
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
+SAMPLE_SIGNATURE = "sample_with_options"
 
 
 class Translator(ServingModule):
@@ -70,9 +76,29 @@ class Translator(ServingModule):
         self.translate_ids_with_options = tf.function(self._ids_with_options,
                                                       input_signature=[checks.IDS, *checks.OPTIONS], autograph=False)
         self.translate_ids = tf.function(self._ids_with_defaults, input_signature=[checks.IDS], autograph=False)
+        if with_text:
+            self.sample_with_options = tf.function(
+                self._sample_text, input_signature=[checks.STRINGS, *checks.SAMPLING, *checks.OPTIONS[1:]],
+                autograph=False)
+
+    def text_signatures(self):
+        return super().text_signatures() + ((SAMPLE_SIGNATURE,) if self.tokenizer is not None else ())
 
     def signatures(self) -> dict:
         return {name: getattr(self, name) for name in self.text_signatures() + IDS_SIGNATURES}
+
+    def _sample_text(self, inputs, num_samples, top_k, top_p, temperature, seed, alpha, extra_length):
+        """The sampling signature (module docstring): its options checked in the graph, blank inputs not decoded."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        sampling = checks.checked_sampling(num_samples, top_k, top_p, temperature, seed)
+        _, alpha, extra_length = checks.checked_options(1, alpha, extra_length)
+
+        def decode(kept):
+            source_ids, truncated = self.encode(kept)  # [B, S], [B]
+            sequences, scores = sample_translate_ids(self.model, source_ids, *sampling, alpha, extra_length)
+            return self._texts(sequences, scores, truncated, nbest=True)
+
+        return self.nonblank(inputs, decode)
 
     # The ids signatures: each checks its inputs in the graph (rank, ids, the options' rules), then translates.
     def _ids_with_options(self, source_ids, beam_size, alpha, extra_length):
@@ -138,7 +164,11 @@ class Translator(ServingModule):
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
         source_ids, truncated = self.encode(inputs)  # [B, S], [B]
         result = self._search(source_ids, beam_size, alpha, extra_length, None if nbest else 1)
-        sequences, scores = result["sequences"], result["scores"]  # [B, K, T], [B, K]
+        return self._texts(result["sequences"], result["scores"], truncated, nbest)
+
+    def _texts(self, sequences, scores, truncated, nbest):
+        """sequences [B, K, T], scores [B, K], truncated [B] -> the text signatures' outputs (the best alone
+        unless ``nbest``)."""
         if not nbest:
             best = self.tokenizer.target.detokenize(sequences[:, 0, :])  # [B]
             return {"translations": best, "scores": scores[:, 0], "truncated": truncated}
