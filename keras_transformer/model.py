@@ -277,8 +277,10 @@ def build_model(config: Union[ModelConfig, Recipe], dtype_policy: Optional[str] 
 
 
 def build_like(model: Transformer, dtype_policy: Optional[str] = None) -> Transformer:
-    """A new built model of ``model``'s class (without a training step) and configuration, its weights fresh."""
-    return _built(lambda: model.inference_class.from_config(model.get_config()), dtype_policy)
+    """A new built model of ``model``'s class (without a training step) and configuration, its weights fresh, under
+    the global dtype policy or ``dtype_policy`` (not ``model``'s)."""
+    config = {key: value for key, value in model.get_config().items() if key != "dtype"}
+    return _built(lambda: model.inference_class.from_config(config), dtype_policy)
 
 
 def _built(make, dtype_policy: Optional[str]) -> Transformer:

@@ -9,16 +9,13 @@ import os
 
 import pytest
 
-from tests.data.conftest import DATA_DIR
 from tests.support import run_cli
 
 
 @pytest.mark.slow
-def test_bench_corpus_scale_smoke(tmp_path):
-    if not (DATA_DIR / "multi30k-task1-en-de" / "train.en.gz").is_file():
-        pytest.skip(f"Multi30k not found under {DATA_DIR}")
+def test_bench_corpus_scale_smoke(tmp_path, data_dir):  # corpora generated from the generated Multi30k
     proc = run_cli("bench/bench_corpus_scale.py", "--sizes=2000,3000", "--shards=2", "--batches=3", "--vocab_size=600",
-                   "--sample_lines=1000", f"--data_dir={DATA_DIR}", f"--tmp_dir={tmp_path}", timeout=300)
+                   "--sample_lines=1000", f"--data_dir={data_dir}", f"--tmp_dir={tmp_path}", timeout=300)
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("| 2,000 | validate |") for line in lines), proc.stdout
     result = json.loads(lines[-1])

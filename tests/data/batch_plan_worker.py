@@ -1,7 +1,8 @@
-"""Run as ``python -m tests.data.batch_plan_worker TMPDIR`` (a fresh process with 4 logical CPUs; reads Multi30k).
+"""Run as ``python -m tests.data.batch_plan_worker TMPDIR`` (a fresh process with 4 logical CPUs; reads the
+data directory's Multi30k).
 
 For 1, 2 and 4 mirrored replicas: the batch plan of the multi30k recipe at 1,024 tokens per device, and the
-training batches it makes of Multi30k val with a 400-piece tokenizer trained into TMPDIR. Prints one JSON line:
+training batches it makes of Multi30k train with a 400-piece tokenizer trained into TMPDIR. Prints one JSON line:
 {replicas: {accumulation, replica_tokens, tokens_per_update, max_batch_tokens, rows_divisible}}.
 """
 
@@ -28,7 +29,7 @@ def main(tmp_dir):
                             data=dataclasses.replace(r.data, tokens_per_batch=4096, max_tokens_per_device=1024,
                                                     tokenizer_sample_lines=2000))
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
-    english, german = (corpora.read_lines(corpora.resolve_data_dir() / corpora.MULTI30K_DIR / f"val.{lang}.gz")
+    english, german = (corpora.read_lines(corpora.resolve_data_dir() / corpora.MULTI30K_DIR / f"train.{lang}.gz")
                        for lang in ("en", "de"))
     tok = Tokenizer.train(english + german, 400, tmp_dir + "/tok", sample_lines=2000)
     pairs = tf.data.Dataset.from_tensor_slices((english, german))

@@ -13,6 +13,7 @@ from keras_transformer.checkpoints import CheckpointState
 from keras_transformer.workdir import WorkDir
 
 from tests.synthetic import as_dataset, copy_batches, small_recipe
+from tests.testdata import corpora as generated
 
 
 def _recipe(tiny_recipe, **train):
@@ -150,4 +151,4 @@ def test_word_dropout_by_frequency_counts_the_training_sources(tiny_recipe, tmp_
     model = training.compile_model(recipe)
     restore_weights(model, CheckpointState(model, str(tmp_path / "checkpoints")).manager.latest_checkpoint)
     np.testing.assert_array_equal(model.piece_counts.numpy(), expected)
-    assert expected.sum() > 29_000 * 10  # every piece of the ~29k training sentences, EOS included
+    assert expected.sum() > generated.SPLITS["train"] * 7  # every piece of the training sentences (6+ words), EOS
