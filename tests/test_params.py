@@ -12,10 +12,15 @@ from tests.support import run_cli
 
 @pytest.mark.parametrize("name", sorted(PAPER_PARAMS_MILLIONS))
 def test_table3_parameter_counts(name):
+    """Each row's closed form is within 7% of the paper's count and equals the count of the row's model built with
+    100 pieces and one layer a stack (the row's widths, heads and positions; initialising 37,000 embedding rows
+    and N layers of d_model 1024 is most of the time, and the embedding and the stacks add V x D and N x a
+    layer in both counts: tests/test_model.py builds N > 1)."""
     config = recipes.get(name).model
     assert config.vocab_size == 37000
     closed_form = count_parameters(config)
-    assert build_model(config).count_params() == closed_form
+    small = dataclasses.replace(config, vocab_size=100, num_encoder_layers=1, num_decoder_layers=1)
+    assert build_model(small).count_params() == count_parameters(small)
     assert abs(closed_form / 1e6 - PAPER_PARAMS_MILLIONS[name]) / PAPER_PARAMS_MILLIONS[name] < 0.07
 
 
