@@ -61,7 +61,8 @@ def test_translates_held_sentences_sensibly():
 
 
 @pytest.mark.slow
-def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path, real_data_dir):
+def test_kt_evaluate_reproduces_the_stored_scores(metadata, tmp_path, real_multi30k_dir):
+    real_data_dir = real_multi30k_dir.parent
     hypotheses = tmp_path / "test_2016_flickr.hyp.de"
     result = run_cli("evaluate", f"--model={SHIPPED}", "--split=test_2016_flickr", f"--hypotheses={hypotheses}",
                      "--json", f"--data_dir={real_data_dir}", timeout=900)
