@@ -23,8 +23,6 @@ from keras_transformer.decoding import model_step
 from keras_transformer.decoding.greedy import greedy_search
 from keras_transformer.decoding.log_probs import NEG_INF, LogProbs
 
-SAMPLING_OPTIONS = ("num_samples", "top_k", "top_p", "temperature", "seed")
-
 
 def sampler(top_k, top_p, temperature, seed):
     """``choose(log_probs, step) -> (log P [N], token [N])`` for ``greedy_search``: a draw per row (module doc).

@@ -83,28 +83,27 @@ def checked_rank(value, name: str):
     return value
 
 
+def _checked(name: str, value, test, rule: str):
+    """``value`` with its rank asserted and ``test(value as float32)`` and finiteness asserted (NaN fails a
+    comparison, ±inf the finiteness): InvalidArgumentError "[name: rule, got] [value]"."""
+    value = checked_rank(value, name)
+    as_float = tf.cast(value, tf.float32)
+    valid = tf.logical_and(test(as_float), tf.math.is_finite(as_float))
+    return _after(tf.debugging.Assert(valid, [f"{name}: {rule}, got", value]), value)
+
+
 def checked_sampling(num_samples, top_k, top_p, temperature, seed):
     """The sampling options, each asserted in the graph to follow its rule in ``config.SAMPLING_OPTIONS``."""
-    checked = []
-    for name, value in zip(SAMPLING_OPTIONS, (num_samples, top_k, top_p, temperature)):
-        value = checked_rank(value, name)
-        as_float = tf.cast(value, tf.float32)
-        valid = tf.logical_and(SAMPLING_OPTIONS[name][0](as_float), tf.math.is_finite(as_float))
-        checked.append(_after(tf.debugging.Assert(valid, [f"{name}: {SAMPLING_OPTIONS[name][1]}, got", value]), value))
+    checked = [_checked(name, value, *SAMPLING_OPTIONS[name])
+               for name, value in zip(SAMPLING_OPTIONS, (num_samples, top_k, top_p, temperature))]
     return (*checked, checked_rank(seed, "seed"))
 
 
 def checked_options(beam_size, alpha, extra_length):
     """The decoding options, each asserted in the graph to follow its rule in ``config.DECODE_OPTIONS`` (the rules
     kt-translate's flags follow), e.g. InvalidArgumentError "[alpha: must be a finite number >= 0, got] [nan]"."""
-    checked = []
-    for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)):
-        value = checked_rank(value, name)
-        least, rule = DECODE_OPTIONS[name]
-        as_float = tf.cast(value, tf.float32)  # NaN fails the comparison, ±inf the finiteness
-        valid = tf.logical_and(as_float >= least, tf.math.is_finite(as_float))
-        checked.append(_after(tf.debugging.Assert(valid, [f"{name}: {rule}, got", value]), value))
-    return tuple(checked)
+    return tuple(_checked(name, value, lambda v, least=DECODE_OPTIONS[name][0]: v >= least, DECODE_OPTIONS[name][1])
+                 for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)))
 
 
 def checked_source_ids(source_ids, vocab_size: int):
