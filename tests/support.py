@@ -1,34 +1,36 @@
-"""Running a program in its own process, the same way from every test directory.
+"""Running a program, the same way from every test directory.
 
 A program is an entry point under keras_transformer/cli (``"train"``), a dotted module (a worker such as
-``"tests.training.accumulation_worker"``) or a script path ending in ``.py`` (``"bench/bench_train.py"``). It runs
+``"tests.training.accumulation_worker"``) or a script path ending in ``.py`` (``"bench/bench_train.py"``).
+
+``run_cli`` runs a tool in the test process (tests/in_process.py: its own flags, streams, working directory and
+variables, its console script's exit status) unless the run needs a process of its own: a worker or a script, an
+environment that differs in a variable read while TensorFlow is imported (anything but ``KT_`` variables other
+than ``KT_VERBOSE_TF``, and ``PYTHONUNBUFFERED``), ``TF_CONFIG`` (a cluster), a ``Popen`` option, or
+a thread other than the main one, or ``fresh=True`` (what a test of the console script itself, of stdin or stdout as files, or of the native stderr
+asks for). ``start_cli`` always starts a process: a program a test signals or runs side by side. A process runs
 with this interpreter, in the repository root, with the repository first on ``PYTHONPATH`` and without an inherited
 ``TF_CONFIG`` (a test's run never joins a cluster by accident); the rest of the environment, ``KT_DATA_DIR``
-included, passes through. Its process is a fork of a server that has imported TensorFlow (tests/forkserver.py)
-unless that could change what it does; ``KT_TEST_FRESH_INTERPRETERS=1`` starts every program in a fresh interpreter.
+included, passes through. ``KT_TEST_PROCESSES=1`` gives every run a process (to compare, or to rule the in-process
+runs out).
 """
 
-import atexit
 import os
-import select
-import shutil
 import shlex
 import subprocess
 import sys
-import tempfile
-import types
-import warnings
+import threading
 
 import pytest
 
-from tests import forkserver
+from tests import in_process
 from tests.conftest import REPO_ROOT
 
 CLI_PACKAGE = "keras_transformer.cli"
 STDERR_TAIL = 3000  # characters of stderr an assertion message shows
-FORKED_OPTIONS = frozenset({"cwd", "stdin", "stdout", "stderr"})  # the Popen options a forked program takes
-# Set to 1 to start every program in a fresh interpreter (to compare, or to rule the fork server out).
-FRESH_VARIABLE = "KT_TEST_FRESH_INTERPRETERS"
+# Set to 1 to run every program in a process of its own (to compare, or to rule the in-process runs out).
+PROCESSES_VARIABLE = "KT_TEST_PROCESSES"
+RUNTIME_VARIABLES = frozenset({"PYTHONUNBUFFERED"})  # read at run time; so are the KT_ variables but KT_VERBOSE_TF
 
 
 def python_command(program, *args) -> list:
@@ -63,80 +65,60 @@ def failure_message(result, expected="0") -> str:
             f"{output[-STDERR_TAIL:]}")
 
 
-def run_cli(program, *args, stdin=None, env=None, check=True, timeout=240, **run_kwargs):
+def in_process_variable(name: str) -> bool:
+    """Whether a run may set variable ``name`` differently from the test process and still run in it."""
+    return name in RUNTIME_VARIABLES or (name.startswith("KT_") and name != "KT_VERBOSE_TF")
+
+
+def tool_name(program):
+    """The keras_transformer/cli module ``program`` names ("translate", "keras_transformer.cli.translate"), or None."""
+    name = program.removeprefix(CLI_PACKAGE + ".")
+    return name if "." not in name and "/" not in name else None
+
+
+def runs_in_process(program, env, popen_kwargs, fresh) -> bool:
+    return (not fresh and tool_name(program) and not set(popen_kwargs) - {"cwd", "stderr"}
+            and popen_kwargs.get("stderr", subprocess.STDOUT) == subprocess.STDOUT
+            and all(in_process_variable(name) for name in env or {}) and "TF_CONFIG" not in os.environ
+            and os.environ.get(PROCESSES_VARIABLE) != "1"
+            and threading.current_thread() is threading.main_thread())  # a tool sets signal handlers
+
+
+def run_cli(program, *args, stdin=None, env=None, check=True, timeout=240, fresh=False, **run_kwargs):
     """Run ``program args`` to its end -> ``subprocess.CompletedProcess`` with text ``stdout`` and ``stderr``.
 
-    stdin: text written to its standard input (None: inherited). env: variables set (None: removed) on top of
+    stdin: text on its standard input (None: none). env: variables set (None: removed) on top of
     ``environment()``. check: assert exit code 0, the message showing the command and its stderr tail; pass False
-    to assert the exit code yourself. run_kwargs go to ``start_cli`` (``Popen`` options, e.g. ``preexec_fn``, ``cwd``).
+    to assert the exit code yourself. fresh: a process of its own, started from its console script's module.
+    run_kwargs go to ``start_cli`` (``Popen`` options, e.g. ``preexec_fn``, ``cwd``; ``stderr=subprocess.STDOUT``
+    merges the streams).
     """
-    if stdin is not None:
-        run_kwargs["stdin"] = subprocess.PIPE
-    process = start_cli(program, *args, env=env, **run_kwargs)
-    try:
-        stdout, stderr = process.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise
-    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    if runs_in_process(program, env, run_kwargs, fresh):
+        result = in_process.run_tool(tool_name(program), args, stdin=stdin, env=env, cwd=run_kwargs.get("cwd", REPO_ROOT),
+                                     merge_stderr="stderr" in run_kwargs)
+    else:
+        run_kwargs.setdefault("stdin", subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+        process = start_cli(program, *args, env=env, **run_kwargs)
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check:
         assert result.returncode == 0, failure_message(result)
     return result
 
 
 def start_cli(program, *args, env=None, **popen_kwargs):
-    """Start ``program args`` and return at once, for runs a test signals or runs side by side; ``finish_cli``
-    waits for it. stdout and stderr are text pipes unless popen_kwargs say otherwise (e.g. ``stderr=STDOUT``).
-
-    The program is a fork of the test process's fork server (tests/forkserver.py: TensorFlow already imported)
-    where that runs it as a fresh interpreter would, else a fresh interpreter; either way a ``Popen``-like object.
-    """
-    global _server
+    """Start ``program args`` in a process of its own and return at once, for runs a test signals or runs side by
+    side; ``finish_cli`` waits for it. stdout and stderr are text pipes unless popen_kwargs say otherwise (e.g.
+    ``stderr=STDOUT``)."""
     popen_kwargs.setdefault("cwd", REPO_ROOT)
     popen_kwargs.setdefault("stdout", subprocess.PIPE)
     popen_kwargs.setdefault("stderr", subprocess.PIPE)
-    command, merged = python_command(program, *args), environment(env)
-    server = _fork_server()
-    if server is not None and set(popen_kwargs) <= FORKED_OPTIONS and forkserver.serves(merged, server.env):
-        try:
-            return forkserver.ForkedProcess(server.path, command, merged, **{"stdin": None, **popen_kwargs})
-        except OSError as error:  # the program did not start: the server is gone
-            _server = False
-            warnings.warn(f"the fork server failed ({error}): the programs from here run in fresh interpreters")
-    return subprocess.Popen(command, env=merged, text=True, **popen_kwargs)
-
-
-_server = None  # this process's fork server: started at the first program, False where it could not start
-
-
-def _fork_server():
-    """This test process's fork server (started on first use, ended with the process), or None."""
-    global _server
-    if _server is None:
-        _server = False if os.environ.get(FRESH_VARIABLE) == "1" else _start_fork_server() or False
-    return _server or None
-
-
-def _start_fork_server():
-    directory = tempfile.mkdtemp(prefix="kt-forkserver-")
-    path, env = os.path.join(directory, "socket"), environment()
-    # Its standard input is its lifeline: it ends when this process closes the pipe, or dies.
-    process = subprocess.Popen([sys.executable, "-m", "tests.forkserver", path], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
-    if not (select.select([process.stdout], [], [], 300)[0] and process.stdout.readline() == b"ready\n"):
-        process.kill()
-        shutil.rmtree(directory, ignore_errors=True)
-        warnings.warn("the fork server did not start: every program runs in a fresh interpreter")
-        return None
-
-    def stop():
-        process.stdin.close()
-        process.wait(timeout=60)
-        shutil.rmtree(directory, ignore_errors=True)
-
-    atexit.register(stop)
-    return types.SimpleNamespace(path=path, env=env)
+    return subprocess.Popen(python_command(program, *args), env=environment(env), text=True, **popen_kwargs)
 
 
 def finish_cli(process, check=True, timeout=240) -> subprocess.CompletedProcess:

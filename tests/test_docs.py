@@ -12,7 +12,6 @@
 - Every relative link in README.md and docs/*.md points to a file or directory that exists.
 """
 
-import concurrent.futures
 import os
 import re
 
@@ -144,13 +143,10 @@ _FLAG_LINE = re.compile(r"^\s{2}(?:-\S,)?--(\[no\])?([A-Za-z][\w-]*)")
 
 
 def _helpfull(module):
-    """The tool's --helpfull text (absl exits 1 after printing help); retried once, since a module may be
-    caught mid-edit."""
-    for _ in range(2):
-        result = run_cli(module, "--helpfull", check=False, timeout=300)
-        if "flags:" in result.stdout:
-            return result.stdout
-    raise AssertionError(f"python -m {module} --helpfull printed no flags:\n{result.stdout}\n{result.stderr}")
+    """The tool's --helpfull text (absl exits 1 after printing help)."""
+    result = run_cli(module, "--helpfull", check=False, timeout=300)
+    assert "flags:" in result.stdout, f"python -m {module} --helpfull printed no flags:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
 
 
 def _flags_of(help_text):
@@ -168,9 +164,7 @@ def tool_flags():
     """{tool: {flag: is_boolean}} for every kt-* tool that README.md or docs/ names with a flag."""
     tools = _tools()
     wanted = sorted({tool for _, _, tool, _ in _named_flags() if tool in tools})
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        helps = dict(zip(wanted, pool.map(lambda tool: _helpfull(tools[tool]), wanted)))
-    return {tool: _flags_of(text) for tool, text in helps.items()}
+    return {tool: _flags_of(_helpfull(tools[tool])) for tool in wanted}
 
 
 def _accepts(flags, flag):

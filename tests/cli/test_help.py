@@ -22,5 +22,11 @@ def test_help_describes_the_tool_and_lists_its_flags(tool):
     assert re.search(rf"^\s+{tool} --", rest, re.M)  # an example
     listed = re.findall(r"^  --(\w+):", done.stdout, re.M)
     assert listed and "helpfull" not in listed and "verbosity" not in listed  # its own flags, not absl's
+
+
+@pytest.mark.parametrize("tool", ["kt-train", "kt-translate"])  # a training and a decoding program's start-up
+def test_a_tool_starts_without_tensorflows_noise(tool):
+    done = run_cli(SCRIPTS[tool].split(":")[0], "--help", timeout=120, fresh=True)
+    assert done.stdout.startswith(f"{tool}:")
     noise = [line for line in done.stderr.splitlines() if re.search(r"oneDNN|cuda|TensorFlow binary|tensorflow/", line)]
-    assert noise == []  # no TensorFlow start-up noise
+    assert noise == []
