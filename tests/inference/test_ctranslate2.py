@@ -15,7 +15,6 @@ tiny random one about 2/V; for the decoding comparisons the tiny model's PAD and
 import gzip
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,9 +26,7 @@ import tensorflow as tf
 from keras_transformer import BOS_ID, EOS_ID, PAD_ID, inference
 from keras_transformer.data import corpora
 from keras_transformer.engines import INFO, SENTENCEPIECE, SOURCE_EOS
-from tests.conftest import REPO_ROOT
 from tests.inference.support import run_cli
-from tests.support import finish_cli, start_cli
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -331,9 +328,7 @@ def test_kt_export_from_a_saved_model_then_kt_translate_serves_it(exported, tmp_
 
 
 @pytest.mark.slow
-def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
-    """Run side by side (each start-up imports TensorFlow)."""
-    blocked = "import sys; sys.modules['ctranslate2'] = None; from keras_transformer.cli import export; export.run()"
+def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     cases = {
         ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
@@ -351,7 +346,8 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
          "--format=ctranslate2", "--precision=bfloat16"): "error: --precision: applies to --format=saved_model only",
         ("-m", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
          "--parallel_searches=0"): "error: flag --parallel_searches=0: 0 is not a positive integer",
-        ("-c", blocked, f"--model={trained_workdir}", f"--export_dir={out}", "--format=ctranslate2"):
+        ("blocked", "keras_transformer.cli.export", f"--model={trained_workdir}", f"--export_dir={out}",
+         "--format=ctranslate2"):
             'error: --format=ctranslate2: the ctranslate2 package is not installed; pip install -e ".[ctranslate2]"',
         ("-m", "keras_transformer.cli.translate", f"--model={converted}", "--checkpoint=averaged"):
             f"error: --checkpoint: {converted} is a CTranslate2 export; checkpoints apply to work directories",
@@ -360,10 +356,10 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, converted, tmp_path):
         ("-m", "keras_transformer.cli.translate", f"--model={trained_workdir}", "--ctranslate2_search=gnmt"):
             f"error: --ctranslate2_search: {trained_workdir} is not a CTranslate2 directory",
     }
-    runs = {args: start_cli(*args[1:], stdin=subprocess.DEVNULL) if args[0] == "-m" else
-            subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True) for args in cases}
-    for args, process in runs.items():
-        result = finish_cli(process, check=False)
-        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [cases[args]]), args
+    for args, expected in cases.items():
+        with monkeypatch.context() as patch:
+            if args[0] == "blocked":  # as if the ctranslate2 package were not installed
+                patch.setitem(sys.modules, "ctranslate2", None)
+            result = run_cli(*args[1:], check=False)
+        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [expected]), args
     assert not os.path.exists(out)
