@@ -6,10 +6,10 @@ A program is an entry point under keras_transformer/cli (``"train"``), a dotted 
 ``run_cli`` runs a tool in the test process (tests/in_process.py: its own flags, streams, working directory and
 variables, its console script's exit status) unless the run needs a process of its own: a worker or a script, an
 environment that differs in a variable read while TensorFlow is imported (anything but ``KT_`` variables other
-than ``KT_VERBOSE_TF``, and ``PYTHONUNBUFFERED``), ``TF_CONFIG`` (a cluster), a ``Popen`` option, or
-a thread other than the main one, or ``fresh=True`` (what a test of the console script itself, of stdin or stdout as files, or of the native stderr
-asks for). ``start_cli`` always starts a process: a program a test signals or runs side by side. A process runs
-with this interpreter, in the repository root, with the repository first on ``PYTHONPATH`` and without an inherited
+than ``KT_VERBOSE_TF``, and ``PYTHONUNBUFFERED``), ``TF_CONFIG`` (a cluster), a ``Popen`` option, a thread
+other than the main one, or ``fresh=True`` (what a test of the console script itself, of stdin or stdout as files,
+or of the native stderr asks for). ``start_cli`` always starts a process: a program a test signals or runs side by
+side. A process runs with this interpreter, in the repository root, with the repository first on ``PYTHONPATH`` and without an inherited
 ``TF_CONFIG`` (a test's run never joins a cluster by accident); the rest of the environment, ``KT_DATA_DIR``
 included, passes through. ``KT_TEST_PROCESSES=1`` gives every run a process (to compare, or to rule the in-process
 runs out).
@@ -26,7 +26,7 @@ import pytest
 from tests import in_process
 from tests.conftest import REPO_ROOT
 
-CLI_PACKAGE = "keras_transformer.cli"
+CLI_PACKAGE = in_process.CLI_PACKAGE
 STDERR_TAIL = 3000  # characters of stderr an assertion message shows
 # Set to 1 to run every program in a process of its own (to compare, or to rule the in-process runs out).
 PROCESSES_VARIABLE = "KT_TEST_PROCESSES"
@@ -94,8 +94,8 @@ def run_cli(program, *args, stdin=None, env=None, check=True, timeout=240, fresh
     merges the streams).
     """
     if runs_in_process(program, env, run_kwargs, fresh):
-        result = in_process.run_tool(tool_name(program), args, stdin=stdin, env=env, cwd=run_kwargs.get("cwd", REPO_ROOT),
-                                     merge_stderr="stderr" in run_kwargs)
+        result = in_process.run_tool(tool_name(program), args, stdin=stdin, env=env,
+                                     cwd=run_kwargs.get("cwd", REPO_ROOT), merge_stderr="stderr" in run_kwargs)
     else:
         run_kwargs.setdefault("stdin", subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         process = start_cli(program, *args, env=env, **run_kwargs)

@@ -145,7 +145,7 @@ _FLAG_LINE = re.compile(r"^\s{2}(?:-\S,)?--(\[no\])?([A-Za-z][\w-]*)")
 def _helpfull(module):
     """The tool's --helpfull text (absl exits 1 after printing help)."""
     result = run_cli(module, "--helpfull", check=False, timeout=300)
-    assert "flags:" in result.stdout, f"python -m {module} --helpfull printed no flags:\n{result.stdout}\n{result.stderr}"
+    assert "flags:" in result.stdout, f"{module} --helpfull printed no flags:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
 
