@@ -9,10 +9,10 @@ environment that differs in a variable read while TensorFlow is imported (anythi
 than ``KT_VERBOSE_TF``, and ``PYTHONUNBUFFERED``), ``TF_CONFIG`` (a cluster), a ``Popen`` option, a thread
 other than the main one, or ``fresh=True`` (what a test of the console script itself, of stdin or stdout as files,
 or of the native stderr asks for). ``start_cli`` always starts a process: a program a test signals or runs side by
-side. A process runs with this interpreter, in the repository root, with the repository first on ``PYTHONPATH`` and without an inherited
-``TF_CONFIG`` (a test's run never joins a cluster by accident); the rest of the environment, ``KT_DATA_DIR``
-included, passes through. ``KT_TEST_PROCESSES=1`` gives every run a process (to compare, or to rule the in-process
-runs out).
+side. A process runs with this interpreter, in the repository root, with the repository first on ``PYTHONPATH``
+and without an inherited ``TF_CONFIG`` (a test's run never joins a cluster by accident); the rest of the
+environment, ``KT_DATA_DIR`` included, passes through. ``KT_TEST_PROCESSES=1`` gives every run a process (to
+compare, or to rule the in-process runs out).
 """
 
 import os
