@@ -72,8 +72,7 @@ fit_without_autotune()
 # The tests trace many graphs in this process (every in-process kt-* run traces its own), and tracing allocates
 # millions of short-lived objects: the imports above are frozen out of the collector's generations and the young
 # generation is collected every 50,000 allocations instead of 700. Four kt-train runs in one process (1+1-layer
-# model, 100 steps then three resumes of 30) took 7-12% less CPU time, measured on a 2-core Zen 4 EPYC
-# (docs/notes.md, "Test-suite timings").
+# model, 100 steps then three resumes of 30) took 7-12% less CPU time, measured on a 2-core Zen 4 EPYC, 2026-12-03.
 gc.collect()
 gc.freeze()
 gc.set_threshold(50_000, 50, 100)
