@@ -72,6 +72,7 @@ from keras_transformer.config import STOP_RULES
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, columns, smallest
 from keras_transformer.decoding.parallel import in_parallel
+from keras_transformer.decoding.prefix import checked_prefix_lengths, forced_prefix
 
 
 class SearchResult(NamedTuple):
@@ -150,8 +151,10 @@ class Beams(NamedTuple):
         # Alive: the best K expansions that do not end in EOS.
         alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B, K]
 
-        # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set.
-        admit = tf.logical_and(top_eos, (tf.range(2 * k) < k)[None, :])  # [B, 2K]
+        # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set. One that
+        # was banned (log P near NEG_INF: a step_fn wrapper left fewer than K tokens, as a target prefix does) is
+        # not a hypothesis.
+        admit = top_eos & (tf.range(2 * k) < k)[None, :] & (top_log_probs > NEG_INF / 2)  # [B, 2K]
         new_scores = tf.where(admit, top_log_probs / length_penalty(i + 1, alpha), NEG_INF)  # [B, 2K]
         finished_scores, finished_pick = tf.math.top_k(
             tf.concat([self.finished_scores, new_scores], axis=1), k=k)  # [B, K]
@@ -250,20 +253,23 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, parallel_searches,
-                       stop_rule):
-    def search(source_ids):  # [B', S] -> ([B', K, T], [B', K])
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, target_prefix=None, *,
+                       parallel_searches, stop_rule):
+    def search(source_ids, *prefix):  # [B', S] (and the prefix [B', P]) -> ([B', K, T], [B', K])
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
+        if prefix:
+            max_lengths = checked_prefix_lengths(prefix[0], max_lengths)
+            step_fn, constants = forced_prefix(step_fn, constants, prefix[0])
         result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants,
                              num_hypotheses=num_hypotheses, stop_rule=stop_rule)
         return result.sequences, result.scores
 
-    return in_parallel(search, source_ids, parallel_searches)
+    return in_parallel(search, source_ids, parallel_searches, *(() if target_prefix is None else (target_prefix,)))
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1,
-                  num_hypotheses=None, stop_rule="exact"):
+                  num_hypotheses=None, stop_rule="exact", target_prefix=None):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
@@ -271,18 +277,23 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
     most ``model.config.max_length``; PAD and BOS are never emitted. ``num_hypotheses`` N (default K): an item
     stops once its N best hypotheses are final (N = 1: the best alone, in fewer steps; the module docstring).
     ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
-    results). ``stop_rule``: "exact" or "heuristic" (the module docstring). Runs one ``tf.function`` per model,
-    P and stop rule, traced once: the other arguments are tensors in its signature, so it also works inside an
+    results). ``stop_rule``: "exact" or "heuristic" (the module docstring). ``target_prefix`` [B, P] int (PAD
+    after each prefix): every hypothesis of item b starts with its row (``decoding.prefix``), which must be
+    shorter than the item's maximum output length. Runs one ``tf.function`` per model, P, stop rule and
+    prefix or none, traced once: the other arguments are tensors in its signature, so it also works inside an
     exported ``tf.function``.
     """
+    prefixed = target_prefix is not None
     search = functools.partial(_beam_search_model, parallel_searches=parallel_searches,
                                stop_rule=check_stop_rule(stop_rule))
-    fn = model_step.compiled_for(model, f"beam_search/{parallel_searches}/{stop_rule}", search, [
+    name = f"beam_search/{parallel_searches}/{stop_rule}" + ("/prefix" if prefixed else "")
+    fn = model_step.compiled_for(model, name, search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
         tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-    ])
+    ] + ([tf.TensorSpec([None, None], tf.int32, name="target_prefix")] if prefixed else []))
     return fn(tf.cast(source_ids, tf.int32), tf.cast(beam_size, tf.int32), tf.cast(alpha, tf.float32),
-              tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size))
+              tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size),
+              *([tf.cast(target_prefix, tf.int32)] if prefixed else []))

@@ -28,16 +28,18 @@ import tensorflow as tf
 from keras_transformer import PAD_ID
 
 
-def in_parallel(search, source_ids, parts: int):
-    """``search(source_ids [B', S]) -> (sequences [B', K, T'], scores [B', K])`` over P = ``parts`` shares of the
-    batch (item i in share i mod P; a share may be empty), merged back in order: ([B, K, T], [B, K])."""
+def in_parallel(search, source_ids, parts: int, *per_item):
+    """``search(source_ids [B', S], *per_item [B', ...]) -> (sequences [B', K, T'], scores [B', K])`` over P =
+    ``parts`` shares of the batch (item i in share i mod P; a share may be empty; ``per_item``: more inputs with a
+    row per item, dealt with it), merged back in order: ([B, K, T], [B, K])."""
     if parts < 1:
         raise ValueError(f"parallel_searches: {parts}; expected >= 1")
     if parts == 1:
-        return search(source_ids)
+        return search(source_ids, *per_item)
     items = tf.range(tf.shape(source_ids)[0])  # [B]
     shares = tf.dynamic_partition(items, items % parts, parts)  # P x [B_p] item indices, ascending
-    results = [search(tf.gather(source_ids, share)) for share in shares]  # P x ([B_p, K, T_p], [B_p, K])
+    results = [search(*(tf.gather(x, share) for x in (source_ids, *per_item)))
+               for share in shares]  # P x ([B_p, K, T_p], [B_p, K])
     steps = tf.reduce_max(tf.stack([tf.shape(sequences)[2] for sequences, _ in results]))  # T = max T_p
     padded = [tf.pad(sequences, [[0, 0], [0, 0], [0, steps - tf.shape(sequences)[2]]], constant_values=PAD_ID)
               for sequences, _ in results]

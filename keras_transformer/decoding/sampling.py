@@ -22,6 +22,7 @@ import tensorflow as tf
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.greedy import greedy_search
 from keras_transformer.decoding.log_probs import NEG_INF, LogProbs
+from keras_transformer.decoding.prefix import checked_prefix_lengths, forced_prefix
 
 
 def sampler(top_k, top_p, temperature, seed):
@@ -44,9 +45,13 @@ def sampler(top_k, top_p, temperature, seed):
     return choose
 
 
-def _sample_model(model, source_ids, num_samples, top_k, top_p, temperature, seed, alpha, extra_length):
+def _sample_model(model, source_ids, num_samples, top_k, top_p, temperature, seed, alpha, extra_length,
+                  target_prefix=None):
     max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B]
     step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, num_samples)  # K rows an item
+    if target_prefix is not None:
+        max_lengths = checked_prefix_lengths(target_prefix, max_lengths)
+        step_fn, constants = forced_prefix(step_fn, constants, target_prefix)
     result = greedy_search(step_fn, cache, tf.repeat(max_lengths, num_samples), alpha, constants,
                            choose=sampler(top_k, top_p, temperature, seed))  # [B*K, 1, T], [B*K, 1]
     batch = tf.shape(source_ids)[0]
@@ -54,10 +59,12 @@ def _sample_model(model, source_ids, num_samples, top_k, top_p, temperature, see
 
 
 def sample_translate_ids(model, source_ids, num_samples=1, top_k=0, top_p=1.0, temperature=1.0, seed=0, alpha=0.6,
-                         extra_length=50):
+                         extra_length=50, target_prefix=None):
     """source_ids [B, S] -> (sequences [B, K, T] int32, scores [B, K] float32): K = ``num_samples`` draws per
-    input (module docstring), one cached step per token."""
-    fn = model_step.compiled_for(model, "sample", _sample_model, [
+    input (module docstring), one cached step per token; ``target_prefix`` [B, P] (PAD after): each draw of item
+    b starts with its row (``decoding.prefix``; shorter than the item's maximum output length)."""
+    prefixed = target_prefix is not None
+    fn = model_step.compiled_for(model, "sample" + ("/prefix" if prefixed else ""), _sample_model, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([], tf.int32, name="num_samples"),
         tf.TensorSpec([], tf.int32, name="top_k"),
@@ -66,7 +73,8 @@ def sample_translate_ids(model, source_ids, num_samples=1, top_k=0, top_p=1.0, t
         tf.TensorSpec([], tf.int32, name="seed"),
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
-    ])
+    ] + ([tf.TensorSpec([None, None], tf.int32, name="target_prefix")] if prefixed else []))
     return fn(tf.cast(source_ids, tf.int32), *(tf.cast(v, d) for v, d in (
         (num_samples, tf.int32), (top_k, tf.int32), (top_p, tf.float32), (temperature, tf.float32),
-        (seed, tf.int32), (alpha, tf.float32), (extra_length, tf.int32))))
+        (seed, tf.int32), (alpha, tf.float32), (extra_length, tf.int32))),
+        *([tf.cast(target_prefix, tf.int32)] if prefixed else []))
