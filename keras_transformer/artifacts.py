@@ -42,6 +42,10 @@ class Loaded(NamedTuple):
     max_source_pieces: int = 0  # the most subwords of an input the model reads; the rest are cut (EOS aside)
     sample: Optional[Callable] = None  # (inputs, num_samples, top_k, top_p, temperature, seed, alpha,
     # extra_length) -> fn's n-best outputs, the draws in the slots (a translator's sample_with_options; None: none)
+    prefixed: Optional[Callable] = None  # (inputs, target_prefix [B] string, beam_size, alpha, extra_length) ->
+    # fn's outputs, each hypothesis starting with its prefix (translate_with_prefix; None: none)
+    sample_prefixed: Optional[Callable] = None  # (inputs, target_prefix, then sample's options) -> sample's outputs
+    target_pieces: Optional[Callable] = None  # [N] lines -> [N] target subwords each, as a prefix is tokenized
 
 
 def kind(model_arg) -> str:

@@ -23,7 +23,7 @@ from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
 from keras_transformer.serving.checks import max_source_length
-from keras_transformer.tasks.translation.module import SAMPLE_SIGNATURE as SAMPLE
+from keras_transformer.tasks.translation.module import PREFIX_SIGNATURES, SAMPLE_SIGNATURE as SAMPLE
 from keras_transformer.workdir import WorkDir
 
 
@@ -52,10 +52,12 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     task = tasks.get(WorkDir(model_arg).read_recipe())
     model, recipe, tokenizer = artifacts.load_model(model_arg, checkpoint, data_dir, task.corpus)
     module = task.module(model, tokenizer, recipe)
+    prefixed, sample_prefixed = (getattr(module, name, None) for name in PREFIX_SIGNATURES)
     return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, recipe,
                   f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})", module,
                   getattr(module, "linearize_unconstrained", None), module.best_with_options(),
-                  tokenizer.source.piece_counts, max_source_length(recipe) - 1, getattr(module, SAMPLE, None))
+                  tokenizer.source.piece_counts, max_source_length(recipe) - 1, getattr(module, SAMPLE, None),
+                  prefixed, sample_prefixed, tokenizer.target.piece_counts)
 
 
 def _load_saved_model(path) -> Loaded:
@@ -67,11 +69,14 @@ def _load_saved_model(path) -> Loaded:
     name = tasks.get(recipe).module_class.OPTIONS_SIGNATURE
     if name not in loaded.signatures:
         raise ValueError(f"--model: {path} has no text signature {name} (exported with --ids_only?)")
-    signature = loaded.signatures[name]
 
-    def call(inputs, beam_size, alpha, extra_length):  # signatures take keyword arguments only
-        return signature(inputs=inputs, beam_size=beam_size, alpha=alpha, extra_length=extra_length)
+    def keywords(signature_name, *keys):  # signatures take keyword arguments only; the module's positional ones
+        signature = loaded.signatures.get(signature_name)
+        return None if signature is None else lambda *args: signature(**dict(zip(keys, args)))
 
+    options = ("beam_size", "alpha", "extra_length")
+    sampling = ("num_samples", "top_k", "top_p", "temperature", "seed", "alpha", "extra_length")
+    call = keywords(name, "inputs", *options)
     decode = info["decode"]
     defaults = (decode["beam_size"], decode["alpha"], decode["extra_length"])
     own_options = (np.int32(defaults[0]), np.float32(defaults[1]), np.int32(defaults[2]))  # as the tensors hold them
@@ -81,15 +86,14 @@ def _load_saved_model(path) -> Loaded:
             return loaded.signatures["serving_default"](inputs=inputs)
         return call(inputs, beam_size, alpha, extra_length)
 
-    def sample(inputs, num_samples, top_k, top_p, temperature, seed, alpha, extra_length):
-        return loaded.signatures[SAMPLE](inputs=inputs, num_samples=num_samples, top_k=top_k, top_p=top_p,
-                                         temperature=temperature, seed=seed, alpha=alpha, extra_length=extra_length)
-
     models = loading.tokenizer_models(path)
     source = Tokenizer(models["shared"] if "shared" in models else models["source"])
+    target = Tokenizer(models["shared"] if "shared" in models else models["target"])
     return Loaded(call, defaults, recipe, str(path), loaded, best=best, source_pieces=source.piece_counts,
-                  max_source_pieces=max_source_length(recipe) - 1,
-                  sample=sample if SAMPLE in loaded.signatures else None)
+                  max_source_pieces=max_source_length(recipe) - 1, sample=keywords(SAMPLE, "inputs", *sampling),
+                  prefixed=keywords(PREFIX_SIGNATURES[0], "inputs", "target_prefix", *options),
+                  sample_prefixed=keywords(PREFIX_SIGNATURES[1], "inputs", "target_prefix", *sampling),
+                  target_pieces=target.piece_counts)
 
 
 def task_of(loaded: Loaded) -> tasks.Task:

@@ -53,6 +53,10 @@ flags.DEFINE_float("sampling_temperature", 1.0, "With --sampling: divide the log
                    "(< 1 sharper, > 1 flatter).")
 flags.DEFINE_integer("seed", 0, "With --sampling: the draws' seed (the same seed, input and --batch_size give the same "
                      "translations).")
+flags.DEFINE_string("target_prefix", None, "Start each translation with a given prefix and search on from it (as "
+                    "CTranslate2's target_prefix; with --nbest and --sampling too): a file of prefixes, one per input "
+                    "line (an empty line: none), or 'tab': each input line is source<TAB>prefix. The outputs include "
+                    "the prefix; scores count its subwords.")
 FLAGS = flags.FLAGS
 SAMPLING_FLAGS = {"sampling_topk": "top_k", "sampling_topp": "top_p", "sampling_temperature": "temperature"}
 
@@ -67,11 +71,15 @@ def main(argv):
     from keras_transformer.tasks.translation import lines as translation_lines
 
     common.check_output_flag("output")  # before any work whose result could not be written
-    chunks = decode_flags.input_chunks()
+    chunks, prefixes = read_prefixes(decode_flags.input_chunks())
     translator = decode_flags.load_model()
     if FLAGS.sampling and translator.sample is None:
         common.fail(f"--sampling: {FLAGS.model} cannot sample (a CTranslate2 directory, or an export written before "
                     "its sample_with_options signature: re-export it with kt-export)")
+    if prefixes is not None and (translator.sample_prefixed if FLAGS.sampling else translator.prefixed) is None:
+        common.fail(f"--target_prefix: {FLAGS.model} cannot start its outputs with a prefix (a CTranslate2 "
+                    "directory, a parser, or an export written before its translate_with_prefix signature: "
+                    "re-export it with kt-export)")
     if not FLAGS.sampling:
         decode_flags.check_nbest(FLAGS.nbest, translator)
     if FLAGS.nbest > 1 and not inference.task_of(translator).nbest:
@@ -79,23 +87,29 @@ def main(argv):
                     "n-best lists")
 
     def translate(lines, before):
-        if FLAGS.sampling:
-            drawn = translation_lines.sample_lines(
+        prefix = None if prefixes is None else checked_prefixes(translator, lines, prefixes, before)
+        options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length,
+                   "prefixes": prefix}
+        if FLAGS.sampling or FLAGS.nbest > 1:
+            nbest = (translation_lines.sample_lines(
                 translator, lines, FLAGS.nbest, **{option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()},
-                seed=FLAGS.seed, batch_size=FLAGS.batch_size, alpha=FLAGS.alpha, extra_length=FLAGS.extra_length)
+                seed=FLAGS.seed, **options) if FLAGS.sampling else
+                translation_lines.translate_nbest(translator, lines, FLAGS.nbest, beam_size=FLAGS.beam_size, **options))
             if FLAGS.nbest > 1:
-                return translation_lines.format_nbest(drawn, first=before)
-            firsts, scores = [t[0] for t in drawn.translations], [s[0] for s in drawn.scores]
-            return translation_lines.format_scored(firsts, scores) if FLAGS.with_scores else firsts
-        if FLAGS.nbest > 1:
-            return translation_lines.format_nbest(decode_flags.translate_nbest(translator, lines, FLAGS.nbest),
-                                                  first=before)
-        decoded = decode_flags.decode(translator, lines)
-        return (translation_lines.format_scored(decoded.outputs, decoded.scores) if FLAGS.with_scores
-                else decoded.outputs)
+                return translation_lines.format_nbest(nbest, first=before)
+            outputs, scores = [t[0] for t in nbest.translations], [s[0] for s in nbest.scores]
+        elif prefix is not None:
+            outputs, scores = translation_lines.translate_lines(translator, lines, beam_size=FLAGS.beam_size, **options)
+        else:
+            decoded = decode_flags.decode(translator, lines)
+            outputs, scores = decoded.outputs, decoded.scores
+        return translation_lines.format_scored(outputs, scores) if FLAGS.with_scores else outputs
 
     start = time.time()
     count, cut = decode_flags.decode_input(translator, chunks, translate, "translated")
+    if prefixes is not None and len(prefixes) != count:
+        common.fail(f"--target_prefix: {FLAGS.target_prefix} has {len(prefixes)} lines, the input {count}; one prefix "
+                    "per input line")
     seconds = time.time() - start
     cut_summary = decode_flags.long_lines_summary(cut, translator.max_source_pieces)
     print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
@@ -114,6 +128,47 @@ def check_sampling_flags() -> None:
             common.fail(f"--{flag}: {problem}")
     if FLAGS.sampling and FLAGS.nbest < 1:
         common.fail(f"--nbest: must be >= 1, got {FLAGS.nbest}")
+
+
+def read_prefixes(chunks):
+    """(chunks of source lines, the prefixes read so far: a list, None without --target_prefix). A file is read
+    now, whole (a bad one named before the model loads); with 'tab' each line is cut at its first tab as its chunk
+    is read (no tab: no prefix)."""
+    if FLAGS.target_prefix is None:
+        return chunks, None
+    if FLAGS.target_prefix != "tab":
+        from keras_transformer.data import files
+
+        try:
+            return chunks, files.read_input(FLAGS.target_prefix)
+        except (ValueError, FileNotFoundError) as e:
+            common.fail(f"--target_prefix: {e}")
+    prefixes = []
+
+    def sources():
+        for chunk in chunks:
+            columns = [line.split("\t", 1) for line in chunk]
+            prefixes.extend(c[1] if len(c) > 1 else "" for c in columns)
+            yield [c[0] for c in columns]
+
+    return sources(), prefixes
+
+
+def checked_prefixes(translator, lines, prefixes, before):
+    """The prefixes of ``lines`` (input lines before + 1 ...), or exit naming the line whose prefix is too long for
+    it, or the file when it has too few lines."""
+    from keras_transformer.tasks.translation import lines as translation_lines
+
+    chunk = prefixes[before:before + len(lines)]
+    if len(chunk) < len(lines):
+        common.fail(f"--target_prefix: {FLAGS.target_prefix} has {len(prefixes)} lines, fewer than the input; one "
+                    "prefix per input line")
+    extra_length = translator.defaults[2] if FLAGS.extra_length is None else FLAGS.extra_length
+    try:
+        translation_lines.check_prefixes(translator, lines, chunk, extra_length, first_line=before + 1)
+    except ValueError as e:
+        common.fail(f"--{e}")
+    return chunk
 
 
 def run():

@@ -2,7 +2,7 @@
 
     is_blank(line) -> bool   empty or whitespace only: never decoded (its output is empty, its score 0)
     length_batches(lines, batch_size) -> [[index, ...], ...]   the lines that are not blank, by increasing length
-    run_batches(fn, lines, batch_size, options, in_flight=1) -> (indices of a batch, fn's outputs), batch by batch
+    run_batches(fn, lines, batch_size, options, in_flight=1, aligned=None) -> (indices of a batch, fn's outputs), ...
     one_line(text) -> str   UTF-8 bytes as one line of text
 
 Lines are sorted by length (words, then characters) so that short lines are not padded to long ones; callers
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, List, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -35,9 +35,10 @@ def length_batches(lines: Sequence[str], batch_size: int) -> List[List[int]]:
 
 
 def run_batches(fn: Callable, lines: Sequence[str], batch_size: int, options: Tuple[int, float, int],
-                in_flight: int = 1) -> Iterator[Tuple[List[int], dict]]:
+                in_flight: int = 1, aligned: Optional[Sequence[str]] = None) -> Iterator[Tuple[List[int], dict]]:
     """Yields (indices of the batch's lines, ``fn(inputs [B] string, beam_size, alpha, extra_length)``) over
-    length-sorted batches, in order; ``options`` = (beam_size, alpha, extra_length).
+    length-sorted batches, in order; ``options`` = (beam_size, alpha, extra_length). ``aligned``: a string per line
+    (a target prefix), passed after the inputs: ``fn(inputs, aligned [B] string, beam_size, ...)``.
 
     ``in_flight`` > 1 keeps that many batches decoding at once, each from its own thread (a TensorFlow function
     releases the GIL while it runs): a core that has finished its part of one batch's search starts on the next
@@ -47,7 +48,8 @@ def run_batches(fn: Callable, lines: Sequence[str], batch_size: int, options: Tu
     tensors = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32), tf.constant(extra_length, tf.int32))
 
     def decode(batch):
-        return fn(tf.constant([lines[i] for i in batch], tf.string), *tensors)
+        columns = (lines,) if aligned is None else (lines, aligned)
+        return fn(*(tf.constant([column[i] for i in batch], tf.string) for column in columns), *tensors)
 
     batches = length_batches(lines, batch_size)
     if in_flight <= 1:

@@ -1,10 +1,12 @@
 """What every exported signature checks in the graph before it decodes, and how it bounds its inputs.
 
-    STRINGS, IDS, OPTIONS, SAMPLING            the input specs: inputs [B] string, source_ids [B, S], options []
+    STRINGS, IDS, OPTIONS, SAMPLING, PREFIXES  the input specs: inputs [B] string, source_ids [B, S], options [],
+                                               target_prefix [B] string
     checked_rank(value, name)                  value, its rank asserted
     checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
     checked_sampling(num_samples, top_k, top_p, temperature, seed)   likewise, config.SAMPLING_OPTIONS
     checked_source_ids(source_ids, vocab_size) ids asserted in [0, V)
+    checked_prefixes(target_prefix, inputs)    rank asserted, one prefix per input
     max_source_length(recipe), truncate_source(source_ids, max_length)
     blank(inputs) -> [B] bool                   empty or whitespace only: not decoded (``ServingModule``)
 
@@ -28,7 +30,9 @@ STRINGS = tf.TensorSpec(None, tf.string, name="inputs")  # [B]
 IDS = tf.TensorSpec(None, tf.int32, name="source_ids")  # [B, S]
 OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, tf.float32, name="alpha"),
            tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
+PREFIXES = tf.TensorSpec(None, tf.string, name="target_prefix")  # [B], one per input ("" for none)
 _RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
+          "target_prefix": (1, "a vector [B] of strings, one per input"),
           **{name: (0, "a scalar") for name in ("beam_size", "alpha", "extra_length", "seed", *SAMPLING_OPTIONS)}}
 # sample_with_options' inputs after ``inputs`` (then alpha and extra_length, as OPTIONS): scalars
 SAMPLING = (tf.TensorSpec(None, tf.int32, name="num_samples"), tf.TensorSpec(None, tf.int32, name="top_k"),
@@ -104,6 +108,15 @@ def checked_options(beam_size, alpha, extra_length):
     kt-translate's flags follow), e.g. InvalidArgumentError "[alpha: must be a finite number >= 0, got] [nan]"."""
     return tuple(_checked(name, value, lambda v, least=DECODE_OPTIONS[name][0]: v >= least, DECODE_OPTIONS[name][1])
                  for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)))
+
+
+def checked_prefixes(target_prefix, inputs):
+    """target_prefix [B] string with its rank asserted and one prefix per input [B] asserted."""
+    target_prefix = checked_rank(target_prefix, "target_prefix")
+    same = tf.equal(tf.shape(target_prefix)[0], tf.shape(inputs)[0])
+    return _after(tf.debugging.Assert(same, ["target_prefix: must hold one prefix per input, got",
+                                             tf.shape(target_prefix)[0], "for inputs", tf.shape(inputs)[0]]),
+                  target_prefix)
 
 
 def checked_source_ids(source_ids, vocab_size: int):

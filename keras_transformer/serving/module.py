@@ -126,12 +126,12 @@ class ServingModule(tf.Module):
         return self.nonblank(inputs, lambda kept: self._decode_text(kept, beam_size, alpha, extra_length, nbest))
 
     @staticmethod
-    def nonblank(inputs, decode) -> dict:
-        """``decode(inputs that are not blank [B'])`` -> {name: [B', ...]}, each blank input given ``_blank_row``
-        of every output, in input order: {name: [B, ...]}."""
+    def nonblank(inputs, decode, *aligned) -> dict:
+        """``decode(inputs that are not blank [B'], *their rows of aligned [B, ...])`` -> {name: [B', ...]}, each
+        blank input given ``_blank_row`` of every output, in input order: {name: [B, ...]}."""
         blank = checks.blank(inputs)  # [B]
         kept = tf.where(~blank)[:, 0]  # [B'] int64
-        out = decode(tf.gather(inputs, kept))  # {name: [B', ...]}
+        out = decode(*(tf.gather(x, kept) for x in (inputs, *aligned)))  # {name: [B', ...]}
         row = tf.where(blank, tf.size(kept, tf.int64), tf.cumsum(tf.cast(~blank, tf.int64), exclusive=True))  # [B]
         return {name: tf.gather(tf.concat([value, _blank_row(value)], axis=0), row) for name, value in out.items()}
 

@@ -5,6 +5,10 @@
     translate_nbest(loaded, lines, nbest, batch_size=32, ...) -> NBest(translations [N][<=n], scores [N][<=n])
     sample_lines(loaded, lines, num_samples, top_k=0, top_p=1.0, temperature=1.0, seed=0, batch_size=32, ...)
         -> NBest of num_samples draws each, in draw order (``decoding.sampling``)
+    check_prefixes(loaded, lines, prefixes, extra_length)   a ValueError naming a prefix too long for its line
+
+Each takes ``prefixes=``, a target prefix per line ("" for none): every output of line i starts with prefix i
+(``decoding.prefix``; a model's translate_with_prefix / sample_with_prefix).
     format_nbest(NBest, first=0) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
@@ -37,12 +41,15 @@ EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empt
 
 def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
                     beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                    extra_length: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
-    """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values."""
+                    extra_length: Optional[int] = None,
+                    prefixes: Optional[Sequence[str]] = None) -> Tuple[List[str], np.ndarray]:
+    """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values;
+    ``prefixes``: a target prefix per line ("" for none) that its translation starts with (``check_prefixes``)."""
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     translations = [""] * len(lines)  # a blank line's stays "", scored 0 (decoding.lines: never decoded)
     scores = np.zeros([len(lines)], np.float32)
-    for batch, out in run_batches(loaded.best or loaded.fn, lines, batch_size, options, _in_flight(loaded)):
+    fn = (loaded.best or loaded.fn) if prefixes is None else _prefixed(loaded, lines, prefixes, options[2])
+    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), prefixes):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
             translations[i] = one_line(text)
             scores[i] = score
@@ -56,7 +63,7 @@ class NBest(NamedTuple):
 
 def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 32,
                     beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                    extra_length: Optional[int] = None) -> NBest:
+                    extra_length: Optional[int] = None, prefixes: Optional[Sequence[str]] = None) -> NBest:
     """The ``nbest`` best hypotheses of each line and their scores, in input order, best first.
 
     The beam search keeps the K = ``beam_size`` best finished hypotheses of each input, so 1 <= nbest <= K
@@ -65,39 +72,76 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
     An empty n-best slot (a search that stopped with fewer than K finished hypotheses returns an empty string
     scored NEG_INF = -1e9 there) is left out, so a line may get fewer than ``nbest`` hypotheses; a real
     empty translation (EOS first) has a finite score and is kept. A blank line gets one hypothesis, "" scored 0,
-    without being decoded. None options take the recipe's §6.1 values.
+    without being decoded. None options take the recipe's §6.1 values; ``prefixes`` as ``translate_lines``'.
     """
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     if not 1 <= nbest <= options[0]:
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
-    return _nbest_lines(loaded, loaded.fn, lines, nbest, batch_size, options)
+    fn = loaded.fn if prefixes is None else _prefixed(loaded, lines, prefixes, options[2])
+    return _nbest_lines(loaded, fn, lines, nbest, batch_size, options, prefixes)
 
 
 def sample_lines(loaded, lines: Sequence[str], num_samples: int, top_k: int = 0, top_p: float = 1.0,
                  temperature: float = 1.0, seed: int = 0, batch_size: int = 32, alpha: Optional[float] = None,
-                 extra_length: Optional[int] = None) -> NBest:
+                 extra_length: Optional[int] = None, prefixes: Optional[Sequence[str]] = None) -> NBest:
     """``num_samples`` translations of each line drawn from the model (``decoding.sampling``: top_k, the nucleus
     top_p, the temperature), in draw order, scored log P(Y|X) / lp(|Y|); the same seed, lines and batch size give
     the same draws. A ValueError where ``loaded`` cannot sample (a CTranslate2 directory, an export written before
-    its ``sample_with_options`` signature). None options take the recipe's."""
+    its ``sample_with_options`` signature). None options take the recipe's; ``prefixes`` as ``translate_lines``'."""
     if loaded.sample is None:
         raise ValueError(f"sampling: {loaded.description} has no sample_with_options signature (exported before "
                          "sampling, or not a TensorFlow translator); re-export it with kt-export")
     _, alpha, extra_length = resolve_options(loaded, None, alpha, extra_length)
+    sampling = (tf.constant(top_k, tf.int32), tf.constant(top_p, tf.float32), tf.constant(temperature, tf.float32),
+                tf.constant(seed, tf.int32))
 
     def sample(inputs, k, alpha, extra_length):
-        return loaded.sample(inputs, k, tf.constant(top_k, tf.int32), tf.constant(top_p, tf.float32),
-                             tf.constant(temperature, tf.float32), tf.constant(seed, tf.int32), alpha, extra_length)
+        return loaded.sample(inputs, k, *sampling, alpha, extra_length)
 
-    return _nbest_lines(loaded, sample, lines, num_samples, batch_size, (num_samples, alpha, extra_length))
+    def sample_prefixed(inputs, prefix, k, alpha, extra_length):
+        return loaded.sample_prefixed(inputs, prefix, k, *sampling, alpha, extra_length)
+
+    if prefixes is not None:
+        _prefixed(loaded, lines, prefixes, extra_length, "sample_prefixed")
+    return _nbest_lines(loaded, sample if prefixes is None else sample_prefixed, lines, num_samples, batch_size,
+                        (num_samples, alpha, extra_length), prefixes)
 
 
-def _nbest_lines(loaded, fn, lines, nbest, batch_size, options) -> NBest:
+def check_prefixes(loaded, lines: Sequence[str], prefixes: Sequence[str], extra_length: int,
+                   first_line: int = 1) -> None:
+    """A ValueError naming the first line (numbered from ``first_line``) whose target prefix leaves its search no
+    token: a prefix must have fewer subwords than the line's output may hold (source subwords + EOS +
+    extra_length, at most the model's max_length; ``decoding.prefix``). Blank lines are not decoded."""
+    if len(prefixes) != len(lines):
+        raise ValueError(f"target_prefix: {len(prefixes)} prefixes for {len(lines)} lines; one per line")
+    limit = loaded.recipe.model.max_length
+    for i, (line, source, target) in enumerate(zip(lines, loaded.source_pieces(lines),
+                                                   loaded.target_pieces(prefixes))):
+        most = min(min(source, loaded.max_source_pieces) + 1 + extra_length, limit)
+        if not is_blank(line) and target >= most:
+            raise ValueError(f"target_prefix: line {first_line + i}: {target} subwords, but its output may hold "
+                             f"{most} (source subwords + EOS + extra_length {extra_length}, at most {limit}) and the "
+                             "search must choose at least one")
+
+
+def _prefixed(loaded, lines, prefixes, extra_length, field: str = "prefixed"):
+    """``loaded``'s function with a target prefix (``field``: "prefixed" or "sample_prefixed") once the prefixes
+    are checked; a ValueError where it has none."""
+    fn = getattr(loaded, field)
+    if fn is None:
+        raise ValueError(f"target_prefix: {loaded.description} has no translate_with_prefix signature (a CTranslate2 "
+                         "directory, a parser, or an export written before target prefixes); re-export it with "
+                         "kt-export")
+    check_prefixes(loaded, lines, prefixes, extra_length)
+    return fn
+
+
+def _nbest_lines(loaded, fn, lines, nbest, batch_size, options, prefixes=None) -> NBest:
     """``fn``'s first ``nbest`` n-best slots of each line (empty ones left out), in input order."""
     blank = [is_blank(line) for line in lines]  # a blank line: "" scored 0, never decoded
     translations: List[List[str]] = [[""] if b else [] for b in blank]
     scores: List[List[float]] = [[0.0] if b else [] for b in blank]
-    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded)):
+    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), prefixes):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
         for i, row_texts, row_scores in zip(batch, texts, values):

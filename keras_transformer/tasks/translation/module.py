@@ -17,6 +17,15 @@ at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 
                                 temperature [] float32, seed [] int32, alpha [] float32, extra_length [] int32
         -> translate_with_options' outputs, the K draws of each input in the n-best slots, in draw order
            (``decoding.sampling``; for back-translation)
+    translate_with_prefix       inputs [B] string, target_prefix [B] string, beam_size, alpha, extra_length
+        -> translate_with_options' outputs, every hypothesis starting with its input's prefix
+    sample_with_prefix          inputs, target_prefix, then sample_with_options' options -> its outputs, prefixed
+
+A target prefix (``decoding.prefix``) is text in the target language, tokenized as the targets are; the search
+goes on from its subwords and the outputs include it. "" forces nothing. Its subwords must be fewer than the
+input's output may hold (source subwords + EOS + extra_length, at most the model's max_length): a longer one is
+refused with an InvalidArgumentError "target_prefix: must be shorter ...". Scores count the prefix's tokens:
+log P of the whole output (``kt-score`` of it gives the same number).
 
 A blank input (empty or whitespace only) is not translated: "" with score 0 (``serving.module``).
 ``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after. ``sequences`` hold no BOS,
@@ -50,7 +59,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import EOS_ID
+from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import XlaBuckets
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
@@ -61,6 +70,8 @@ from keras_transformer.serving.module import ServingModule
 
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 SAMPLE_SIGNATURE = "sample_with_options"
+PREFIX_SIGNATURES = ("translate_with_prefix", "sample_with_prefix")  # beam search, sampling
+TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES)  # beside serving_default and translate_with_options
 
 
 class Translator(ServingModule):
@@ -80,25 +91,57 @@ class Translator(ServingModule):
             self.sample_with_options = tf.function(
                 self._sample_text, input_signature=[checks.STRINGS, *checks.SAMPLING, *checks.OPTIONS[1:]],
                 autograph=False)
+            self.translate_with_prefix = tf.function(
+                self._prefixed_text, input_signature=[checks.STRINGS, checks.PREFIXES, *checks.OPTIONS],
+                autograph=False)
+            self.sample_with_prefix = tf.function(
+                self._sample_prefixed, input_signature=[checks.STRINGS, checks.PREFIXES, *checks.SAMPLING,
+                                                        *checks.OPTIONS[1:]], autograph=False)
 
     def text_signatures(self):
-        return super().text_signatures() + ((SAMPLE_SIGNATURE,) if self.tokenizer is not None else ())
+        return super().text_signatures() + (TEXT_SIGNATURES if self.tokenizer is not None else ())
 
     def signatures(self) -> dict:
         return {name: getattr(self, name) for name in self.text_signatures() + IDS_SIGNATURES}
 
-    def _sample_text(self, inputs, num_samples, top_k, top_p, temperature, seed, alpha, extra_length):
-        """The sampling signature (module docstring): its options checked in the graph, blank inputs not decoded."""
+    def _sample_text(self, inputs, num_samples, top_k, top_p, temperature, seed, alpha, extra_length,
+                     target_prefix=None):
+        """The sampling signatures (module docstring): the options checked in the graph, blank inputs not decoded."""
         inputs = checks.checked_rank(inputs, "inputs")
+        aligned = () if target_prefix is None else (checks.checked_prefixes(target_prefix, inputs),)
         sampling = checks.checked_sampling(num_samples, top_k, top_p, temperature, seed)
         _, alpha, extra_length = checks.checked_options(1, alpha, extra_length)
 
-        def decode(kept):
+        def decode(kept, *prefix):
             source_ids, truncated = self.encode(kept)  # [B, S], [B]
-            sequences, scores = sample_translate_ids(self.model, source_ids, *sampling, alpha, extra_length)
+            sequences, scores = sample_translate_ids(self.model, source_ids, *sampling, alpha, extra_length,
+                                                     *self._prefix_ids(prefix))
             return self._texts(sequences, scores, truncated, nbest=True)
 
-        return self.nonblank(inputs, decode)
+        return self.nonblank(inputs, decode, *aligned)
+
+    def _sample_prefixed(self, inputs, target_prefix, *options):
+        return self._sample_text(inputs, *options, target_prefix=target_prefix)
+
+    def _prefixed_text(self, inputs, target_prefix, beam_size, alpha, extra_length):
+        """translate_with_prefix (module docstring): the default search (never the XLA one), each output forced to
+        start with its prefix."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        target_prefix = checks.checked_prefixes(target_prefix, inputs)
+        beam_size, alpha, extra_length = checks.checked_options(beam_size, alpha, extra_length)
+
+        def decode(kept, prefix):
+            source_ids, truncated = self.encode(kept)  # [B, S], [B]
+            sequences, scores = beam_translate_ids(
+                self.model, source_ids, beam_size, alpha, extra_length, self.parallel_searches,
+                stop_rule=self.recipe.decode.stop_rule, target_prefix=self._prefix_ids((prefix,))[0])
+            return self._texts(sequences, scores, truncated, nbest=True)
+
+        return self.nonblank(inputs, decode, target_prefix)
+
+    def _prefix_ids(self, prefix):
+        """() or (prefixes [B] string,) -> () or (their target subwords [B, P] int32, PAD after,)."""
+        return tuple(self.tokenizer.target.tokenize(p).to_tensor(PAD_ID) for p in prefix)
 
     # The ids signatures: each checks its inputs in the graph (rank, ids, the options' rules), then translates.
     def _ids_with_options(self, source_ids, beam_size, alpha, extra_length):
