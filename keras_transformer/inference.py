@@ -1,6 +1,7 @@
 """One loader for every kind of ``--model``, of every task: a model ready to decode lines.
 
     load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None) -> artifacts.Loaded
+    from_module(module, tokenizer, description) -> artifacts.Loaded   a task's module built here
     task_of(loaded) -> the tasks.base.Task that decodes and scores its outputs
 
 A SavedModel (``kt-export``) runs through its task's signature with options (``translate_with_options``,
@@ -48,15 +49,21 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
         except ImportError as e:
             raise ValueError(f"{model_arg} is a CTranslate2 export, but {e}") from None
         return Loaded(engine.translate_with_options, engine.defaults, None, engine.description, engine,
-                      source_pieces=engine.source_pieces, max_source_pieces=engine.max_source_length - 1)
+                      source_pieces=engine.source_pieces, max_source_pieces=engine.max_source_length - 1,
+                      prefixed=engine.translate_with_prefix if engine.search == "native" else None,
+                      target_pieces=engine.target_pieces)
     task = tasks.get(WorkDir(model_arg).read_recipe())
     model, recipe, tokenizer = artifacts.load_model(model_arg, checkpoint, data_dir, task.corpus)
-    module = task.module(model, tokenizer, recipe)
+    return from_module(task.module(model, tokenizer, recipe), tokenizer,
+                       f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})")
+
+
+def from_module(module, tokenizer, description: str) -> Loaded:
+    """A task's serving module (``module.recipe``; e.g. a ``Translator`` over restored weights) as ``Loaded``."""
     prefixed, sample_prefixed = (getattr(module, name, None) for name in PREFIX_SIGNATURES)
-    return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, recipe,
-                  f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})", module,
+    return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, module.recipe, description, module,
                   getattr(module, "linearize_unconstrained", None), module.best_with_options(),
-                  tokenizer.source.piece_counts, max_source_length(recipe) - 1, getattr(module, SAMPLE, None),
+                  tokenizer.source.piece_counts, module.max_source_length - 1, getattr(module, SAMPLE, None),
                   prefixed, sample_prefixed, tokenizer.target.piece_counts)
 
 

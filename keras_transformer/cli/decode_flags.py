@@ -107,14 +107,6 @@ def decode(loaded, lines):
                                             FLAGS.extra_length)
 
 
-def translate_nbest(loaded, lines, nbest: int):
-    """``NBest`` of lines (the ``nbest`` best hypotheses of each, best first) with the decoding flags."""
-    from keras_transformer.tasks.translation import lines as translation_lines
-
-    return translation_lines.translate_nbest(loaded, lines, nbest, FLAGS.batch_size, FLAGS.beam_size, FLAGS.alpha,
-                                             FLAGS.extra_length)
-
-
 def input_chunks(flag: str = "input") -> Iterable[List[str]]:
     """The lines of --``flag``: a file's (or redirected stdin's) all at once, read now, so that a bad file is
     named before the model loads; stdin on a terminal or a pipe a chunk at a time as they arrive

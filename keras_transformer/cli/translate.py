@@ -91,10 +91,13 @@ def main(argv):
         options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length,
                    "prefixes": prefix}
         if FLAGS.sampling or FLAGS.nbest > 1:
-            nbest = (translation_lines.sample_lines(
-                translator, lines, FLAGS.nbest, **{option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()},
-                seed=FLAGS.seed, **options) if FLAGS.sampling else
-                translation_lines.translate_nbest(translator, lines, FLAGS.nbest, beam_size=FLAGS.beam_size, **options))
+            if FLAGS.sampling:
+                sampling = {option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()}
+                nbest = translation_lines.sample_lines(translator, lines, FLAGS.nbest, **sampling, seed=FLAGS.seed,
+                                                       **options)
+            else:
+                nbest = translation_lines.translate_nbest(translator, lines, FLAGS.nbest, beam_size=FLAGS.beam_size,
+                                                         **options)
             if FLAGS.nbest > 1:
                 return translation_lines.format_nbest(nbest, first=before)
             outputs, scores = [t[0] for t in nbest.translations], [s[0] for s in nbest.scores]

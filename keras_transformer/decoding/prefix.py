@@ -34,7 +34,7 @@ def prefix_lengths(prefix_ids):
 
 def checked_prefix_lengths(prefix_ids, max_lengths):
     """max_lengths [B], once asserted to leave each item's search at least one token after its prefix (prefix_ids
-    [B, P], fewer tokens than the item may write): InvalidArgumentError "target_prefix: must be shorter ..." otherwise."""
+    [B, P], fewer tokens than the item may write): else InvalidArgumentError "target_prefix: must be shorter ..."."""
     lengths = prefix_lengths(prefix_ids)  # [B]
     check = tf.debugging.Assert(tf.reduce_all(lengths < max_lengths), [
         "target_prefix: must be shorter than the output may be (source subwords + extra_length, EOS included; at most "

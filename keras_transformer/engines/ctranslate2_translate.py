@@ -1,7 +1,7 @@
 """Translating with a CTranslate2 directory (``kt-export --format=ctranslate2``) as our SavedModel translator does.
 
     load(model_dir, device="cpu", compute_type="default", intra_threads=0, search="native") -> CTranslate2Translator
-    CTranslate2Translator.translate(texts, beam_size=None, alpha=None, extra_length=None)
+    CTranslate2Translator.translate(texts, beam_size=None, alpha=None, extra_length=None, prefixes=None)
         -> {"translations" [B], "scores" [B], "nbest_translations" [B, K], "nbest_scores" [B, K]} (numpy)
     gnmt_rerank(hypotheses, eos, max_length, beam_size, alpha) -> [(tokens, score)] best first
 
@@ -248,45 +248,62 @@ class CTranslate2Translator:
                 out[i] = gnmt_rerank(hypotheses, self._eos, limit, beam_size, alpha)
         return out
 
-    def _native(self, sources: List[List[str]], limits: List[int], beam_size: int, length_penalty: float):
+    def _native(self, sources: List[List[str]], limits: List[int], beam_size: int, length_penalty: float,
+                prefixes: Optional[List[List[str]]] = None):
         """Per source its K best [(tokens, CTranslate2's score)] from CTranslate2's own search (module docstring):
-        the batch to its longest limit, then any source with a hypothesis past its own limit again to it."""
-        out = self._native_batch(sources, beam_size, length_penalty, max(limits, default=0))
+        the batch to its longest limit, then any source with a hypothesis past its own limit again to it;
+        ``prefixes``: the target pieces each output starts with (CTranslate2's target_prefix)."""
+        out = self._native_batch(sources, beam_size, length_penalty, max(limits, default=0), prefixes)
         over: Dict[int, List[int]] = {}  # M -> the sources to search again to M
         for i, hypotheses in enumerate(out):
             if any(len(tokens) > limits[i] for tokens, _ in hypotheses):
                 over.setdefault(limits[i], []).append(i)
         for limit, group in sorted(over.items()):
-            for i, hypotheses in zip(group, self._native_batch([sources[i] for i in group], beam_size,
-                                                               length_penalty, limit)):
+            again = self._native_batch([sources[i] for i in group], beam_size, length_penalty, limit,
+                                       None if prefixes is None else [prefixes[i] for i in group])
+            for i, hypotheses in zip(group, again):
                 out[i] = hypotheses
         return out
 
-    def _native_batch(self, sources, beam_size: int, length_penalty: float, length: int):
+    def _native_batch(self, sources, beam_size: int, length_penalty: float, length: int, prefixes=None):
         if not sources:
             return []
         results = self._translator.translate_batch(
-            sources, beam_size=beam_size, num_hypotheses=beam_size, length_penalty=length_penalty,
+            sources, target_prefix=prefixes if prefixes and any(prefixes) else None, beam_size=beam_size,
+            num_hypotheses=beam_size, length_penalty=length_penalty,
             return_scores=True, return_end_token=True, max_decoding_length=length, max_input_length=0,
             suppress_sequences=self._suppressed,  # CTranslate2's min_decoding_length 1: at least one token
             max_batch_size=-(-len(sources) // self._replicas) if self._replicas > 1 else 0)  # a part per replica
         return [list(zip(r.hypotheses, map(float, r.scores))) for r in results]
 
+    def target_pieces(self, texts: Sequence[str]) -> List[int]:
+        """How many target subwords each text (a target prefix) tokenizes to."""
+        return [len(pieces) for pieces in self._target_sp.encode(list(texts))]
+
     def translate(self, texts: Sequence[str], beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                  extra_length: Optional[int] = None) -> Dict[str, np.ndarray]:
+                  extra_length: Optional[int] = None,
+                  prefixes: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """Beam search of ``texts``; None options take the directory's values (α: CTranslate2's length penalty in
-        the native search, GNMT's in the gnmt one). Outputs as documented above."""
+        the native search, GNMT's in the gnmt one). ``prefixes``: a target prefix per text ("" for none) that its
+        outputs start with (the native search only; its scores then leave out the prefix's tokens, as
+        CTranslate2's do). Outputs as documented above."""
         beam_size, alpha, extra_length = (default if v is None else v for v, default in
                                           zip((beam_size, alpha, extra_length), self.defaults))
         if beam_size < 1 or alpha < 0 or extra_length < 0:
             raise ValueError(f"beam_size >= 1, alpha >= 0 and extra_length >= 0 expected, got {beam_size}, {alpha}, "
                              f"{extra_length}")
+        if prefixes is not None and self.search != "native":
+            raise ValueError("target_prefix: a CTranslate2 directory takes one with its native search only")
         kept = [i for i, text in enumerate(texts) if not is_blank(text)]  # a blank input: "", score 0, not searched
         sources = self.encode([texts[i] for i in kept])
         # Each sentence's own limit (decoding/model_step.max_output_lengths): source tokens + extra_length.
         limits = [min(len(s) + extra_length, self.recipe.model.max_length) for s in sources]
-        search = self._native if self.search == "native" else self._gnmt_search
-        nbest = search(sources, limits, beam_size, alpha) if sources else []
+        if prefixes is not None:
+            pieces = [self._target_sp.encode(prefixes[i], out_type=str) for i in kept]
+            nbest = self._native(sources, limits, beam_size, alpha, pieces) if sources else []
+        else:
+            search = self._native if self.search == "native" else self._gnmt_search
+            nbest = search(sources, limits, beam_size, alpha) if sources else []
         b = len(texts)
         nbest_translations = np.full([b, beam_size], "", dtype=object)
         nbest_scores = np.full([b, beam_size], NEG_INF, dtype=np.float32)
@@ -300,11 +317,18 @@ class CTranslate2Translator:
                 "nbest_translations": nbest_translations, "nbest_scores": nbest_scores}
 
     def translate_with_options(self, inputs, beam_size, alpha, extra_length):
-        """``LoadedTranslator.fn``: tensors in (inputs [B] string, scalars), the same dict of tensors out."""
+        """``Loaded.fn``: tensors in (inputs [B] string, scalars), the same dict of tensors out."""
+        return self.translate_with_prefix(inputs, None, beam_size, alpha, extra_length)
+
+    def translate_with_prefix(self, inputs, target_prefix, beam_size, alpha, extra_length):
+        """``Loaded.prefixed``: as ``translate_with_options``, with target_prefix [B] string (None: none)."""
         import tensorflow as tf
 
-        texts = [t.decode("utf-8") for t in tf.convert_to_tensor(inputs, tf.string).numpy().tolist()]
-        out = self.translate(texts, int(beam_size), float(alpha), int(extra_length))
+        def strings(t):
+            return [s.decode("utf-8") for s in tf.convert_to_tensor(t, tf.string).numpy().tolist()]
+
+        prefixes = None if target_prefix is None else strings(target_prefix)
+        out = self.translate(strings(inputs), int(beam_size), float(alpha), int(extra_length), prefixes)
         strings = lambda a: tf.constant([s.encode("utf-8") for s in a.reshape(-1)], tf.string,  # noqa: E731
                                         shape=a.shape)
         return {"translations": strings(out["translations"]), "scores": tf.constant(out["scores"]),

@@ -71,13 +71,19 @@ def converted(keras_parts, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pair(trained_workdir, tmp_path_factory):
-    """(ours, theirs) over the tiny model with PAD and BOS pinned at -30: our export.Translator and the
-    CTranslate2 translator."""
+def sharp(trained_workdir, tmp_path_factory):
+    """(the tiny model with PAD and BOS pinned at -30 in our Translator, its CTranslate2 directory)."""
     model, recipe, tok = artifacts.load_model(trained_workdir)
     model = _pinned(model, -30.0)
     directory = ctranslate2_convert.convert(model, tok, recipe, tmp_path_factory.mktemp("ct2") / "sharp")
-    return Translator(model, tok, recipe), ctranslate2_translate.load(directory, intra_threads=1, search="gnmt")
+    return Translator(model, tok, recipe), directory
+
+
+@pytest.fixture(scope="module")
+def pair(sharp):
+    """(ours, theirs) over the pinned tiny model: our Translator and the CTranslate2 translator's gnmt search."""
+    translator, directory = sharp
+    return translator, ctranslate2_translate.load(directory, intra_threads=1, search="gnmt")
 
 
 def _ours(translator, lines, beam_size, alpha, extra_length):
@@ -238,6 +244,22 @@ def test_native_search_is_translate_batch_within_each_maximum_length(converted, 
             assert got["nbest_translations"][i].tolist() == [native._detokenize(t) for t in alone.hypotheses], i
             np.testing.assert_allclose(got["nbest_scores"][i], alone.scores, rtol=1e-4, atol=1e-5)
     assert len(calls) > 1  # extra_length 1: some sentences were searched again to their own maximum
+
+
+def test_a_target_prefix_gives_our_greedy_translations_and_only_the_native_search_takes_one(sharp, pair):
+    """Beam 1 at α = 0 is greedy decoding in both searches: CTranslate2's target_prefix and ours give the same
+    outputs, every one starting with its prefix (a blank line is not decoded)."""
+    translator, directory = sharp
+    native = inference.load(directory)
+    prefixes = ["Ein Hund", "x", "Zwei", "", "Ein Mann in", "Kinder", "Ein"]
+    ours = inference.from_module(translator, translator.tokenizer, "ours")
+    options = {"beam_size": 1, "alpha": 0.0, "extra_length": 10, "prefixes": prefixes}
+    mine, _ = translation_lines.translate_lines(ours, LINES, **options)
+    theirs, _ = translation_lines.translate_lines(native, LINES, **options)
+    assert mine == theirs and mine[1] == ""
+    assert all(t.startswith(p) for i, (t, p) in enumerate(zip(mine, prefixes)) if i != 1)
+    with pytest.raises(ValueError, match="native search only"):
+        pair[1].translate(LINES, prefixes=prefixes)
 
 
 def test_gnmt_rerank_by_hand():

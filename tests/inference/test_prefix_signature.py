@@ -74,7 +74,8 @@ def test_every_draw_starts_with_its_prefix_and_one_prefix_per_input_is_required(
 
 def test_a_work_directory_and_its_export_give_the_same_prefixed_translations(exported, trained_workdir):
     results = [translation_lines.translate_nbest(inference.load(m), LINES, 4, batch_size=2, alpha=0.6,
-                                                 extra_length=20, prefixes=PREFIXES) for m in (exported, trained_workdir)]
+                                                 extra_length=20, prefixes=PREFIXES)
+               for m in (exported, trained_workdir)]
     assert results[0].translations == results[1].translations
     np.testing.assert_allclose(np.concatenate(results[0].scores), np.concatenate(results[1].scores), rtol=1e-5)
     best, _ = translation_lines.translate_lines(inference.load(exported), LINES, alpha=0.6, extra_length=20,

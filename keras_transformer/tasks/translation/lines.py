@@ -114,7 +114,7 @@ def check_prefixes(loaded, lines: Sequence[str], prefixes: Sequence[str], extra_
     extra_length, at most the model's max_length; ``decoding.prefix``). Blank lines are not decoded."""
     if len(prefixes) != len(lines):
         raise ValueError(f"target_prefix: {len(prefixes)} prefixes for {len(lines)} lines; one per line")
-    limit = loaded.recipe.model.max_length
+    limit = (loaded.recipe or loaded.owner.recipe).model.max_length  # a CTranslate2 engine (owner) keeps its own
     for i, (line, source, target) in enumerate(zip(lines, loaded.source_pieces(lines),
                                                    loaded.target_pieces(prefixes))):
         most = min(min(source, loaded.max_source_pieces) + 1 + extra_length, limit)
