@@ -5,6 +5,7 @@
     kt-translate --model=saved_models/multi30k_en_de --nbest=4 < source.en > nbest.de   # i ||| translation ||| score
     kt-translate --model=runs/multi30k --sampling --sampling_topk=10 --seed=1 < mono.en > back.de   # one draw a line
     kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
+    kt-translate --model=runs/multi30k --target_prefix=tab < source_tab_prefix.txt    # each output starts so
 
 --model is an exported SavedModel, a CTranslate2 directory or a training work
 directory; a parser's (§6.3) writes one tree per line, as kt-parse does. Lines are
@@ -25,6 +26,10 @@ With --sampling each translation is drawn from the model instead (top-k, the
 nucleus top-p, a temperature; decoding/sampling.py), --nbest N draws per line
 in draw order, scored as above; a work directory or a SavedModel exported with
 the sample_with_options signature samples, the same --seed the same draws.
+With --target_prefix each output starts with its line's prefix (a file aligned
+with the input, or 'tab': source<TAB>prefix) and the search or the draws go on
+from it (decoding/prefix.py); a work directory, a SavedModel exported with the
+translate_with_prefix signature, or a CTranslate2 directory's native search.
 """
 
 from __future__ import annotations
