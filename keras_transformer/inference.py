@@ -1,6 +1,7 @@
 """One loader for every kind of ``--model``, of every task: a model ready to decode lines.
 
     load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None) -> artifacts.Loaded
+        (model_arg "a,b,...": an ensemble of translation models of one tokenizer, decoding.ensemble)
     from_module(module, tokenizer, description) -> artifacts.Loaded   a task's module built here
     task_of(loaded) -> the tasks.base.Task that decodes and scores its outputs
 
@@ -33,6 +34,8 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     weights: "latest", "averaged", "best" or a prefix; ``ctranslate2_search`` a CTranslate2 directory's search,
     "native" by default, or "gnmt": ``engines.ctranslate2_translate``); errors name the flag (--model,
     --checkpoint, --ctranslate2_search)."""
+    if "," in str(model_arg):
+        return _load_ensemble(str(model_arg).split(","), checkpoint, data_dir)
     kind = artifacts.kind(model_arg)
     if kind != "workdir" and checkpoint != "latest":
         what = "an exported SavedModel" if kind == "saved_model" else "a CTranslate2 export"
@@ -56,6 +59,34 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     model, recipe, tokenizer = artifacts.load_model(model_arg, checkpoint, data_dir, task.corpus)
     return from_module(task.module(model, tokenizer, recipe), tokenizer,
                        f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})")
+
+
+def _load_ensemble(model_args, checkpoint, data_dir) -> Loaded:
+    """Translation work directories or SavedModels of one tokenizer as one ``EnsembleTranslator`` (the first one's
+    recipe: its decoding defaults and limits); ``checkpoint`` applies to each work directory."""
+    from keras_transformer.tasks.translation.module import EnsembleTranslator
+
+    parts = []
+    for model_arg in model_args:
+        kind = artifacts.kind(model_arg)
+        if kind == "ctranslate2":
+            raise ValueError(f"--model: {model_arg} is a CTranslate2 directory; an ensemble takes work directories "
+                             "and SavedModels")
+        part = artifacts.load_model(model_arg, checkpoint if kind == "workdir" else "latest", data_dir)
+        if tasks.get(part[1]).name != "translation":
+            raise ValueError(f"--model: {model_arg} is a {tasks.get(part[1]).name} model; ensembles translate")
+        parts.append(part)
+    models, recipe, tokenizer = [m for m, _, _ in parts], parts[0][1], parts[0][2]
+
+    def protos(t):  # the SentencePiece models themselves: one vocabulary is one tokenizer
+        return {role: side.model_proto for role, side in t.models.items()}
+
+    for model_arg, (_, _, other) in zip(model_args[1:], parts[1:]):
+        if protos(other) != protos(tokenizer):
+            raise ValueError(f"--model: {model_arg} has another vocabulary than {model_args[0]}; the models of an "
+                             "ensemble share one tokenizer")
+    module = EnsembleTranslator(models, tokenizer, recipe)
+    return from_module(module, tokenizer, f"ensemble of {', '.join(model_args)}")
 
 
 def from_module(module, tokenizer, description: str) -> Loaded:

@@ -14,8 +14,9 @@ FLAGS = flags.FLAGS
 
 
 def define_model_flags(required: bool = True) -> None:
-    flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory."
-                        + ("" if required else " Not needed with --hypothesis_file."))
+    flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory; "
+                        "'a,b,...': an ensemble of translation models of one tokenizer (log-probabilities averaged "
+                        "per step)." + ("" if required else " Not needed with --hypothesis_file."))
     flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average), "
                         "'best' (--keep_best_by) or a "
                         "checkpoint path prefix.")

@@ -62,6 +62,7 @@ import tensorflow as tf
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import XlaBuckets
 from keras_transformer.decoding import translate_ids as beam_translate_ids
+from keras_transformer.decoding.ensemble import Ensemble, ensemble_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
 from keras_transformer.decoding.sampling import sample_translate_ids
 from keras_transformer.decoding.static_beam_search import bucketed_translate_ids
@@ -220,3 +221,24 @@ class Translator(ServingModule):
         texts = tf.reshape(self.tokenizer.target.detokenize(flat), shape[:2])  # [B, K]
         return {"translations": texts[:, 0], "scores": scores[:, 0], "nbest_translations": texts,
                 "nbest_scores": scores, "truncated": truncated}
+
+
+class EnsembleTranslator(Translator):
+    """``Translator``'s text signatures serving_default and translate_with_options over an ensemble of models of
+    one vocabulary (``decoding.ensemble``: log-probabilities averaged per step), the first model's recipe and
+    tokenizer; no sampling, prefix or XLA search (they would run one model alone)."""
+
+    def __init__(self, models, tokenizer, recipe, weights=None, **kwargs):
+        super().__init__(models[0], tokenizer, recipe, **kwargs)
+        self._ensemble = Ensemble(models, weights)
+        self.model_variables = [v.value for m in models for v in m.variables]
+        for name in TEXT_SIGNATURES:
+            setattr(self, name, None)
+
+    def text_signatures(self):
+        return ServingModule.text_signatures(self)
+
+    def _search(self, source_ids, beam_size, alpha, extra_length, num_hypotheses=None):
+        sequences, scores = ensemble_translate_ids(self._ensemble, source_ids, beam_size, alpha, extra_length,
+                                                   self.parallel_searches, num_hypotheses)
+        return {"sequences": sequences, "scores": scores}
