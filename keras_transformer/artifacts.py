@@ -3,7 +3,8 @@
     kind(model_arg) -> "saved_model" | "ctranslate2" | "workdir"   (a ValueError when it is none of them)
     find_tokenizer(workdir, recipe, data_dir=None, corpus=TEXT) -> the work directory's Tokenizer(s)
     load_model(model_arg, checkpoint="latest", data_dir=None, corpus=TEXT) -> (model, recipe, tokenizer)
-    Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces, sample)
+    Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces, sample,
+           prefixed, sample_prefixed, target_pieces, align)
         a model ready to decode (``inference.load``)
 
 A ``--model`` is a training work directory (``checkpoint`` picks its weights), a SavedModel written by
@@ -46,6 +47,8 @@ class Loaded(NamedTuple):
     # fn's outputs, each hypothesis starting with its prefix (translate_with_prefix; None: none)
     sample_prefixed: Optional[Callable] = None  # (inputs, target_prefix, then sample's options) -> sample's outputs
     target_pieces: Optional[Callable] = None  # [N] lines -> [N] target subwords each, as a prefix is tokenized
+    align: Optional[Callable] = None  # (inputs, translations [B] string, alignment_layer, alignment_head) ->
+    # {"alignment": [B] Pharaoh string} (a translator's align signature; None: none)
 
 
 def kind(model_arg) -> str:

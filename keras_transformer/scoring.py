@@ -2,6 +2,7 @@
 
     score_ids(model, source_ids [B, S], target_ids [B, T], alpha, source_limit)
         -> (log_probs [B], lengths [B], scores [B])
+    teacher_inputs(target_ids [B, T]) -> [B, T]   what the decoder reads: BOS + y_<t
     score_lines(model, recipe, tokenizer, sources, targets, alpha=None, batch_size=32) -> PairScores
     format_scores(PairScores, as_json=False) -> lines "log_prob<TAB>tokens<TAB>score" (kt-score's output)
 
@@ -54,14 +55,19 @@ class PairScores(NamedTuple):
     scores: np.ndarray  # [N] float32: log P(Y|X) / lp(|Y|)
 
 
+def teacher_inputs(target_ids):
+    """target_ids [B, T] (no BOS; EOS, PAD after) -> the decoder's teacher-forced inputs [B, T]: BOS y_1 ... y_T-1,
+    PAD where the target is PAD (nothing is read past EOS)."""
+    target_in = tf.concat([tf.fill([tf.shape(target_ids)[0], 1], BOS_ID), target_ids[:, :-1]], axis=1)  # [B, T]
+    return tf.where(tf.equal(target_ids, PAD_ID), PAD_ID, target_in)
+
+
 def _forced_decode(model, source_ids, target_ids, alpha, source_limit):
     """The traced body of ``score_ids``: one encoder and one teacher-forced decoder pass."""
     source_ids = truncate_source(source_ids, source_limit)  # [B, S]
     b, t = tf.shape(target_ids)[0], tf.shape(target_ids)[1]
-    target_in = tf.concat([tf.fill([b, 1], BOS_ID), target_ids[:, :-1]], axis=1)  # [B, T]: BOS + y_<t
-    target_in = tf.where(tf.equal(target_ids, PAD_ID), PAD_ID, target_in)  # [B, T]: nothing read past EOS
     memory = model.encode(source_ids)  # [B, S, D]
-    logits = model.decode(target_in, memory, masks.padding_mask(source_ids))  # [B, T, V]
+    logits = model.decode(teacher_inputs(target_ids), memory, masks.padding_mask(source_ids))  # [B, T, V]
     v = tf.shape(logits)[-1]
     log_probs = tf.reshape(log_probs_from_logits(tf.reshape(logits, [b * t, v])).dense(), [b, t, v])  # [B, T, V]
     token_log_probs = tf.gather(log_probs, target_ids, batch_dims=2)  # [B, T]

@@ -6,6 +6,7 @@
     kt-translate --model=runs/multi30k --sampling --sampling_topk=10 --seed=1 < mono.en > back.de   # one draw a line
     kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
     kt-translate --model=runs/multi30k --target_prefix=tab < source_tab_prefix.txt    # each output starts so
+    kt-translate --model=saved_models/multi30k_en_de --alignment < source.en          # translation ||| 0-0 1-2 ...
 
 --model is an exported SavedModel, a CTranslate2 directory or a training work
 directory; a parser's (§6.3) writes one tree per line, as kt-parse does. Lines are
@@ -30,6 +31,10 @@ With --target_prefix each output starts with its line's prefix (a file aligned
 with the input, or 'tab': source<TAB>prefix) and the search or the draws go on
 from it (decoding/prefix.py); a work directory, a SavedModel exported with the
 translate_with_prefix signature, or a CTranslate2 directory's native search.
+With --alignment each output is followed by its word alignment to the input
+(' ||| i-j ...', Pharaoh pairs from the cross-attention of one decoder layer;
+tasks/translation/alignment.py); a work directory or a SavedModel exported
+with the align signature.
 """
 
 from __future__ import annotations
@@ -62,6 +67,12 @@ flags.DEFINE_string("target_prefix", None, "Start each translation with a given 
                     "CTranslate2's target_prefix; with --nbest and --sampling too): a file of prefixes, one per input "
                     "line (an empty line: none), or 'tab': each input line is source<TAB>prefix. The outputs include "
                     "the prefix; scores count its subwords.")
+flags.DEFINE_boolean("alignment", False, "Write each translation's word alignment to its input after it, as Marian "
+                     "does: 'translation ||| i-j ...' (Pharaoh pairs: source word i, target word j, from 0; with "
+                     "--nbest 'i ||| translation ||| i-j ... ||| score'), read from the decoder's cross-attention.")
+flags.DEFINE_integer("alignment_layer", None, "With --alignment: the decoder layer whose cross-attention aligns, from "
+                     "0 (negative: from the last); default the penultimate (-2), or the only one.")
+flags.DEFINE_integer("alignment_head", -1, "With --alignment: the head that aligns, from 0; -1 averages the heads.")
 FLAGS = flags.FLAGS
 SAMPLING_FLAGS = {"sampling_topk": "top_k", "sampling_topp": "top_p", "sampling_temperature": "temperature"}
 
@@ -87,6 +98,7 @@ def main(argv):
                     "re-export it with kt-export)")
     if not FLAGS.sampling:
         decode_flags.check_nbest(FLAGS.nbest, translator)
+    alignment = alignment_options(translator) if FLAGS.alignment else None
     if FLAGS.nbest > 1 and not inference.task_of(translator).nbest:
         common.fail(f"--nbest: {FLAGS.model} is a {inference.task_of(translator).name} model; its outputs have no "
                     "n-best lists")
@@ -103,15 +115,25 @@ def main(argv):
             else:
                 nbest = translation_lines.translate_nbest(translator, lines, FLAGS.nbest, beam_size=FLAGS.beam_size,
                                                          **options)
+            if alignment is not None:
+                nbest = nbest._replace(translations=[aligned([line] * len(texts), texts)
+                                                     for line, texts in zip(lines, nbest.translations)])
             if FLAGS.nbest > 1:
                 return translation_lines.format_nbest(nbest, first=before)
             outputs, scores = [t[0] for t in nbest.translations], [s[0] for s in nbest.scores]
-        elif prefix is not None:
-            outputs, scores = translation_lines.translate_lines(translator, lines, beam_size=FLAGS.beam_size, **options)
         else:
-            decoded = decode_flags.decode(translator, lines)
-            outputs, scores = decoded.outputs, decoded.scores
+            if prefix is not None:
+                outputs, scores = translation_lines.translate_lines(translator, lines, beam_size=FLAGS.beam_size,
+                                                                    **options)
+            else:
+                decoded = decode_flags.decode(translator, lines)
+                outputs, scores = decoded.outputs, decoded.scores
+            outputs = outputs if alignment is None else aligned(lines, outputs)
         return translation_lines.format_scored(outputs, scores) if FLAGS.with_scores else outputs
+
+    def aligned(sources, translations):
+        pairs = translation_lines.align_lines(translator, sources, translations, *alignment, FLAGS.batch_size)
+        return translation_lines.with_alignments(translations, pairs)
 
     start = time.time()
     count, cut = decode_flags.decode_input(translator, chunks, translate, "translated")
@@ -125,8 +147,13 @@ def main(argv):
 
 
 def check_sampling_flags() -> None:
-    """Exit naming the first sampling flag that is given without --sampling or breaks its rule."""
+    """Exit naming the first sampling or alignment flag that is given without --sampling / --alignment or breaks
+    its rule."""
     from keras_transformer.config import sampling_option_error
+
+    for flag in ("alignment_layer", "alignment_head"):
+        if FLAGS[flag].present and not FLAGS.alignment:
+            common.fail(f"--{flag}: applies with --alignment only")
 
     for flag, option in SAMPLING_FLAGS.items():
         if FLAGS[flag].present and not FLAGS.sampling:
@@ -136,6 +163,18 @@ def check_sampling_flags() -> None:
             common.fail(f"--{flag}: {problem}")
     if FLAGS.sampling and FLAGS.nbest < 1:
         common.fail(f"--nbest: must be >= 1, got {FLAGS.nbest}")
+
+
+def alignment_options(translator):
+    """(alignment_layer, alignment_head) for --alignment, or exit naming why the model cannot align so."""
+    from keras_transformer.tasks.translation import lines as translation_lines
+
+    layer = FLAGS.alignment_layer
+    layer = translation_lines.default_alignment_layer(translator) if layer is None and translator.recipe else layer
+    problem = translation_lines.alignment_problem(translator, layer, FLAGS.alignment_head)
+    if problem:
+        common.fail(f"--{problem}" if problem.startswith("alignment_") else f"--alignment: {problem}")
+    return layer, FLAGS.alignment_head
 
 
 def read_prefixes(chunks):

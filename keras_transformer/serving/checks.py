@@ -1,12 +1,14 @@
 """What every exported signature checks in the graph before it decodes, and how it bounds its inputs.
 
-    STRINGS, IDS, OPTIONS, SAMPLING, PREFIXES  the input specs: inputs [B] string, source_ids [B, S], options [],
-                                               target_prefix [B] string
+    STRINGS, IDS, OPTIONS, SAMPLING, PREFIXES, TRANSLATIONS, ALIGNMENT   the input specs: inputs [B] string,
+                                               source_ids [B, S], options [], target_prefix [B] string,
+                                               translations [B] string, alignment_layer [], alignment_head []
     checked_rank(value, name)                  value, its rank asserted
     checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
     checked_sampling(num_samples, top_k, top_p, temperature, seed)   likewise, config.SAMPLING_OPTIONS
     checked_source_ids(source_ids, vocab_size) ids asserted in [0, V)
-    checked_prefixes(target_prefix, inputs)    rank asserted, one prefix per input
+    checked_prefixes(target_prefix, inputs)    rank asserted, one per input (or ``name``, another column)
+    checked_alignment(layer, head, num_layers, num_heads)   -L <= layer < L, -1 <= head < H
     max_source_length(recipe), truncate_source(source_ids, max_length)
     blank(inputs) -> [B] bool                   empty or whitespace only: not decoded (``ServingModule``)
 
@@ -31,9 +33,14 @@ IDS = tf.TensorSpec(None, tf.int32, name="source_ids")  # [B, S]
 OPTIONS = (tf.TensorSpec(None, tf.int32, name="beam_size"), tf.TensorSpec(None, tf.float32, name="alpha"),
            tf.TensorSpec(None, tf.int32, name="extra_length"))  # scalars
 PREFIXES = tf.TensorSpec(None, tf.string, name="target_prefix")  # [B], one per input ("" for none)
+TRANSLATIONS = tf.TensorSpec(None, tf.string, name="translations")  # [B], one per input (``align``)
+# the cross-attention layer (negative: from the last) and head (-1: the heads averaged) an alignment reads: scalars
+ALIGNMENT = (tf.TensorSpec(None, tf.int32, name="alignment_layer"), tf.TensorSpec(None, tf.int32,
+                                                                                   name="alignment_head"))
 _RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
-          "target_prefix": (1, "a vector [B] of strings, one per input"),
-          **{name: (0, "a scalar") for name in ("beam_size", "alpha", "extra_length", "seed", *SAMPLING_OPTIONS)}}
+          **{name: (1, "a vector [B] of strings, one per input") for name in ("target_prefix", "translations")},
+          **{name: (0, "a scalar") for name in ("beam_size", "alpha", "extra_length", "seed", "alignment_layer",
+                                               "alignment_head", *SAMPLING_OPTIONS)}}
 # sample_with_options' inputs after ``inputs`` (then alpha and extra_length, as OPTIONS): scalars
 SAMPLING = (tf.TensorSpec(None, tf.int32, name="num_samples"), tf.TensorSpec(None, tf.int32, name="top_k"),
             tf.TensorSpec(None, tf.float32, name="top_p"), tf.TensorSpec(None, tf.float32, name="temperature"),
@@ -110,13 +117,24 @@ def checked_options(beam_size, alpha, extra_length):
                  for name, value in zip(("beam_size", "alpha", "extra_length"), (beam_size, alpha, extra_length)))
 
 
-def checked_prefixes(target_prefix, inputs):
-    """target_prefix [B] string with its rank asserted and one prefix per input [B] asserted."""
-    target_prefix = checked_rank(target_prefix, "target_prefix")
+def checked_prefixes(target_prefix, inputs, name: str = "target_prefix"):
+    """target_prefix [B] string with its rank asserted and one prefix per input [B] asserted; ``name``: another
+    column of one string per input (e.g. "translations")."""
+    target_prefix = checked_rank(target_prefix, name)
     same = tf.equal(tf.shape(target_prefix)[0], tf.shape(inputs)[0])
-    return _after(tf.debugging.Assert(same, ["target_prefix: must hold one prefix per input, got",
+    return _after(tf.debugging.Assert(same, [f"{name}: must hold one string per input, got",
                                              tf.shape(target_prefix)[0], "for inputs", tf.shape(inputs)[0]]),
                   target_prefix)
+
+
+def checked_alignment(layer, head, num_layers: int, num_heads: int):
+    """(layer, head) asserted in the graph: -L <= alignment_layer < L (negative: from the last layer), -1 <=
+    alignment_head < H (-1: the heads averaged)."""
+    layer = _checked("alignment_layer", layer, lambda v: (v >= -num_layers) & (v < num_layers),
+                     f"must be a decoder layer in [-{num_layers}, {num_layers})")
+    head = _checked("alignment_head", head, lambda v: (v >= -1) & (v < num_heads),
+                    f"must be a head in [0, {num_heads}) or -1 (the heads averaged)")
+    return layer, head
 
 
 def checked_source_ids(source_ids, vocab_size: int):

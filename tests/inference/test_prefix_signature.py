@@ -63,7 +63,7 @@ def test_every_draw_starts_with_its_prefix_and_one_prefix_per_input_is_required(
                                                   **sampling)
     for i in (0, 2, 3):
         assert all(t.decode().startswith(PREFIXES[i]) for t in out["nbest_translations"].numpy()[i])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="target_prefix: must hold one prefix per input"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="target_prefix: must hold one string per input"):
         loaded.signatures["translate_with_prefix"](inputs=tf.constant(LINES), target_prefix=tf.constant(["a"]),
                                                    **_options())
     with pytest.raises(tf.errors.InvalidArgumentError, match="target_prefix: must be shorter than the output"):

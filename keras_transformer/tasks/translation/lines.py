@@ -6,6 +6,8 @@
     sample_lines(loaded, lines, num_samples, top_k=0, top_p=1.0, temperature=1.0, seed=0, batch_size=32, ...)
         -> NBest of num_samples draws each, in draw order (``decoding.sampling``)
     check_prefixes(loaded, lines, prefixes, extra_length)   a ValueError naming a prefix too long for its line
+    align_lines(loaded, sources, translations, layer=None, head=-1, batch_size=32) -> [N] Pharaoh strings
+        each pair's word alignment ("i-j ...", ``alignment``); ``with_alignments`` -> "translation ||| i-j ..."
 
 Each takes ``prefixes=``, a target prefix per line ("" for none): every output of line i starts with prefix i
 (``decoding.prefix``; a model's translate_with_prefix / sample_with_prefix).
@@ -33,7 +35,7 @@ import tensorflow as tf
 
 from keras_transformer.config import IN_FLIGHT_BATCHES
 from keras_transformer.decoding import NEG_INF
-from keras_transformer.decoding.lines import is_blank, one_line, run_batches
+from keras_transformer.decoding.lines import is_blank, length_batches, one_line, run_batches
 from keras_transformer.tasks.base import resolve_options
 
 EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empty (the search scores it NEG_INF)
@@ -122,6 +124,49 @@ def check_prefixes(loaded, lines: Sequence[str], prefixes: Sequence[str], extra_
             raise ValueError(f"target_prefix: line {first_line + i}: {target} subwords, but its output may hold "
                              f"{most} (source subwords + EOS + extra_length {extra_length}, at most {limit}) and the "
                              "search must choose at least one")
+
+
+def default_alignment_layer(loaded) -> int:
+    """The decoder layer an alignment reads by default: the penultimate (Garg et al., 2019), or the only one."""
+    return -min(2, loaded.recipe.model.num_decoder_layers)
+
+
+def alignment_problem(loaded, layer: int, head: int) -> Optional[str]:
+    """Why ``loaded`` cannot align with this layer and head (None: it can)."""
+    if loaded.align is None:
+        return (f"{loaded.description} has no align signature (a CTranslate2 directory, a parser, an ensemble, or "
+                "an export written before alignments: re-export it with kt-export)")
+    layers, heads = loaded.recipe.model.num_decoder_layers, loaded.recipe.model.num_heads
+    if not -layers <= layer < layers:
+        return f"alignment_layer: must be a decoder layer in [-{layers}, {layers}), got {layer}"
+    if not -1 <= head < heads:
+        return f"alignment_head: must be a head in [0, {heads}) or -1 (the heads averaged), got {head}"
+    return None
+
+
+def align_lines(loaded, sources: Sequence[str], translations: Sequence[str], layer: Optional[int] = None,
+                head: int = -1, batch_size: int = 32) -> List[str]:
+    """The word alignment of each (source, translation) pair as a Pharaoh string "i-j ..." (source word i, target
+    word j; ``alignment``), in input order: the translation teacher-forced, one decoder layer's cross-attention
+    read (None: ``default_alignment_layer``), its heads averaged (``head`` -1) or one. A blank source gets "".
+    A ValueError (``alignment_problem``) where ``loaded`` cannot."""
+    layer = default_alignment_layer(loaded) if layer is None else layer
+    problem = alignment_problem(loaded, layer, head)
+    if problem:
+        raise ValueError(problem)
+    alignments = [""] * len(sources)
+    options = (tf.constant(layer, tf.int32), tf.constant(head, tf.int32))
+    for batch in length_batches(sources, batch_size):
+        out = loaded.align(tf.constant([sources[i] for i in batch]), tf.constant([translations[i] for i in batch]),
+                           *options)
+        for i, text in zip(batch, out["alignment"].numpy()):
+            alignments[i] = text.decode()
+    return alignments
+
+
+def with_alignments(translations: Sequence[str], alignments: Sequence[str]) -> List[str]:
+    """Marian's --alignment layout: "translation ||| i-j ..." per line."""
+    return [f"{text} ||| {pairs}" for text, pairs in zip(translations, alignments)]
 
 
 def _prefixed(loaded, lines, prefixes, extra_length, field: str = "prefixed"):

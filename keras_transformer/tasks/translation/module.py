@@ -20,6 +20,16 @@ at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 
     translate_with_prefix       inputs [B] string, target_prefix [B] string, beam_size, alpha, extra_length
         -> translate_with_options' outputs, every hypothesis starting with its input's prefix
     sample_with_prefix          inputs, target_prefix, then sample_with_options' options -> its outputs, prefixed
+    translate_with_alignment    inputs, beam_size, alpha, extra_length, alignment_layer [] int32, alignment_head []
+                                int32 -> translate_with_options' outputs, and alignment [B] string: the best
+                                hypothesis' word alignment to its input, Pharaoh "i-j ..." (``alignment``)
+    align                       inputs [B] string, translations [B] string, alignment_layer, alignment_head
+        -> alignment [B] string: each given pair's word alignment (the translation teacher-forced)
+
+An alignment reads one decoder layer's cross-attention (``alignment_layer``: -L ... L-1, negative from the last;
+kt-translate's default -2, the penultimate) with its heads averaged (``alignment_head`` -1) or one head; the
+translation of ``align`` is tokenized as the targets are and may hold at most the model's max_length subwords
+(EOS included): a longer one is refused, "translations: must have at most ...".
 
 A target prefix (``decoding.prefix``) is text in the target language, tokenized as the targets are; the search
 goes on from its subwords and the outputs include it. "" forces nothing. Its subwords must be fewer than the
@@ -61,6 +71,7 @@ import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.config import XlaBuckets
+from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.ensemble import Ensemble, ensemble_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
@@ -68,11 +79,13 @@ from keras_transformer.decoding.sampling import sample_translate_ids
 from keras_transformer.decoding.static_beam_search import bucketed_translate_ids
 from keras_transformer.serving import checks
 from keras_transformer.serving.module import ServingModule
+from keras_transformer.tasks.translation.alignment import alignment as word_alignment
 
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 SAMPLE_SIGNATURE = "sample_with_options"
 PREFIX_SIGNATURES = ("translate_with_prefix", "sample_with_prefix")  # beam search, sampling
-TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES)  # beside serving_default and translate_with_options
+ALIGNMENT_SIGNATURES = ("translate_with_alignment", "align")  # the best translation's alignment, a given pair's
+TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES, *ALIGNMENT_SIGNATURES)  # beside the two of every task
 
 
 class Translator(ServingModule):
@@ -98,6 +111,11 @@ class Translator(ServingModule):
             self.sample_with_prefix = tf.function(
                 self._sample_prefixed, input_signature=[checks.STRINGS, checks.PREFIXES, *checks.SAMPLING,
                                                         *checks.OPTIONS[1:]], autograph=False)
+            self.translate_with_alignment = tf.function(
+                self._aligned_text, input_signature=[checks.STRINGS, *checks.OPTIONS, *checks.ALIGNMENT],
+                autograph=False)
+            self.align = tf.function(self._align_text, input_signature=[checks.STRINGS, checks.TRANSLATIONS,
+                                                                        *checks.ALIGNMENT], autograph=False)
 
     def text_signatures(self):
         return super().text_signatures() + (TEXT_SIGNATURES if self.tokenizer is not None else ())
@@ -139,6 +157,45 @@ class Translator(ServingModule):
             return self._texts(sequences, scores, truncated, nbest=True)
 
         return self.nonblank(inputs, decode, target_prefix)
+
+    def _aligned_text(self, inputs, beam_size, alpha, extra_length, layer, head):
+        """translate_with_alignment (module docstring): translate_with_options' search, then the best hypothesis'
+        alignment from its own subwords."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        options = checks.checked_options(beam_size, alpha, extra_length)
+        layer, head = self._checked_alignment(layer, head)
+
+        def decode(kept):
+            source_ids, truncated = self.encode(kept)  # [B, S], [B]
+            result = self._search(source_ids, *options)
+            out = self._texts(result["sequences"], result["scores"], truncated, nbest=True)
+            best = result["sequences"][:, 0, :]  # [B, T]
+            return dict(out, alignment=word_alignment(self.model, self.tokenizer, source_ids, best, layer, head))
+
+        return self.nonblank(inputs, decode)
+
+    def _align_text(self, inputs, translations, layer, head):
+        """align (module docstring): each translation teacher-forced after its input, its alignment read."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        translations = checks.checked_prefixes(translations, inputs, "translations")
+        layer, head = self._checked_alignment(layer, head)
+        most = self.recipe.model.max_length
+
+        def decode(kept, targets):
+            source_ids, _ = self.encode(kept)  # [B, S]
+            target_ids = append_eos(self.tokenizer.target.tokenize(targets))  # [B, (T)]
+            longest = tf.reduce_max(target_ids.row_lengths())
+            fits = tf.debugging.Assert(longest <= most, [f"translations: must have at most {most} subwords (EOS "
+                                                         "included) for this model, got", longest])
+            with tf.control_dependencies([fits]):
+                target_ids = target_ids.to_tensor(PAD_ID)  # [B, T]
+            return {"alignment": word_alignment(self.model, self.tokenizer, source_ids, target_ids, layer, head)}
+
+        return self.nonblank(inputs, decode, translations)
+
+    def _checked_alignment(self, layer, head):
+        config = self.recipe.model
+        return checks.checked_alignment(layer, head, config.num_decoder_layers, config.num_heads)
 
     def _prefix_ids(self, prefix):
         """() or (prefixes [B] string,) -> () or (their target subwords [B, P] int32, PAD after,)."""
