@@ -1,7 +1,8 @@
 """One loader for every kind of ``--model``, of every task: a model ready to decode lines.
 
-    load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None) -> artifacts.Loaded
-        (model_arg "a,b,...": an ensemble of translation models of one tokenizer, decoding.ensemble)
+    load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None, ensemble_weights=None)
+        -> artifacts.Loaded   (model_arg "a,b,...": an ensemble of translation models of one tokenizer,
+        decoding.ensemble; ``ensemble_parts`` loads its models)
     from_module(module, tokenizer, description) -> artifacts.Loaded   a task's module built here
     task_of(loaded) -> the tasks.base.Task that decodes and scores its outputs
 
@@ -14,7 +15,7 @@ are, and how many lines are decoded at once, is the task's (``tasks/``).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -32,13 +33,24 @@ from keras_transformer.workdir import WorkDir
 ALIGN = ALIGNMENT_SIGNATURES[1]  # "align": a given pair's word alignment
 
 
-def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_search: Optional[str] = None) -> Loaded:
+def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_search: Optional[str] = None,
+         ensemble_weights: Optional[Sequence[float]] = None) -> Loaded:
     """A SavedModel directory, a CTranslate2 directory or a training work directory (``checkpoint`` picks the
     weights: "latest", "averaged", "best" or a prefix; ``ctranslate2_search`` a CTranslate2 directory's search,
-    "native" by default, or "gnmt": ``engines.ctranslate2_translate``); errors name the flag (--model,
-    --checkpoint, --ctranslate2_search)."""
+    "native" by default, or "gnmt": ``engines.ctranslate2_translate``); "a,b,...": an ensemble, weighted by
+    ``ensemble_weights`` (default equal); errors name the flag (--model, --checkpoint, --ctranslate2_search,
+    --ensemble_weights)."""
     if "," in str(model_arg):
-        return _load_ensemble(str(model_arg).split(","), checkpoint, data_dir)
+        from keras_transformer.tasks.translation.module import EnsembleTranslator
+
+        models, recipe, tokenizer = ensemble_parts(str(model_arg).split(","), checkpoint, data_dir)
+        try:
+            module = EnsembleTranslator(models, tokenizer, recipe, ensemble_weights)
+        except ValueError as e:  # "ensemble weights: one weight >= 0 per model ..."
+            raise ValueError(f"--ensemble_weights: {str(e).partition(': ')[2]}") from None
+        return from_module(module, tokenizer, f"ensemble of {model_arg}")
+    if ensemble_weights is not None:
+        raise ValueError(f"--ensemble_weights: {model_arg} is one model; weights apply to an ensemble, --model=a,b")
     kind = artifacts.kind(model_arg)
     if kind != "workdir" and checkpoint != "latest":
         what = "an exported SavedModel" if kind == "saved_model" else "a CTranslate2 export"
@@ -64,11 +76,10 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
                        f"{model_arg} ({resolve_checkpoint(model_arg, checkpoint)})")
 
 
-def _load_ensemble(model_args, checkpoint, data_dir) -> Loaded:
-    """Translation work directories or SavedModels of one tokenizer as one ``EnsembleTranslator`` (the first one's
-    recipe: its decoding defaults and limits); ``checkpoint`` applies to each work directory."""
-    from keras_transformer.tasks.translation.module import EnsembleTranslator
-
+def ensemble_parts(model_args, checkpoint="latest", data_dir=None):
+    """(models, the first one's recipe, the shared tokenizer) of translation work directories or SavedModels of one
+    tokenizer, for an ``EnsembleTranslator`` (the first recipe gives its decoding defaults and limits);
+    ``checkpoint`` applies to each work directory. A ValueError names a model that cannot join."""
     parts = []
     for model_arg in model_args:
         kind = artifacts.kind(model_arg)
@@ -88,8 +99,7 @@ def _load_ensemble(model_args, checkpoint, data_dir) -> Loaded:
         if protos(other) != protos(tokenizer):
             raise ValueError(f"--model: {model_arg} has another vocabulary than {model_args[0]}; the models of an "
                              "ensemble share one tokenizer")
-    module = EnsembleTranslator(models, tokenizer, recipe)
-    return from_module(module, tokenizer, f"ensemble of {', '.join(model_args)}")
+    return models, recipe, tokenizer
 
 
 def from_module(module, tokenizer, description: str) -> Loaded:

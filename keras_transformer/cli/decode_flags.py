@@ -13,14 +13,33 @@ from keras_transformer.cli import common
 FLAGS = flags.FLAGS
 
 
-def define_model_flags(required: bool = True) -> None:
-    flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory; "
-                        "'a,b,...': an ensemble of translation models of one tokenizer (log-probabilities averaged "
-                        "per step)." + ("" if required else " Not needed with --hypothesis_file."))
+def define_model_flags(required: bool = True, ensemble: bool = False) -> None:
+    flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory"
+                        + ("; 'a,b,...': an ensemble of translation models of one tokenizer (log-probabilities "
+                           "averaged per step)." if ensemble else ".")
+                        + ("" if required else " Not needed with --hypothesis_file."))
     flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average), "
                         "'best' (--keep_best_by) or a "
                         "checkpoint path prefix.")
+    if ensemble:
+        define_ensemble_weights_flag()
     common.define_data_dir_flag()
+
+
+def define_ensemble_weights_flag() -> None:
+    """--ensemble_weights (kt-translate, kt-evaluate, kt-export)."""
+    flags.DEFINE_list("ensemble_weights", None, "With --model=a,b,...: each model's weight in the average of the "
+                      "log-probabilities (numbers >= 0, normalised to sum to 1); default equal.")
+
+
+def ensemble_weights():
+    """--ensemble_weights as floats (None when the tool has no such flag or it is not given), or exit naming it."""
+    if "ensemble_weights" not in FLAGS or FLAGS.ensemble_weights is None:
+        return None
+    try:
+        return [float(w) for w in FLAGS.ensemble_weights]
+    except ValueError:
+        common.fail(f"--ensemble_weights: expected numbers, got {','.join(FLAGS.ensemble_weights)}")
 
 
 def define_decode_flags() -> None:
@@ -90,7 +109,7 @@ def load_model(task: str = ""):
 
     try:
         loaded = inference.load(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir,
-                                getattr(FLAGS, "ctranslate2_search", None))
+                                getattr(FLAGS, "ctranslate2_search", None), ensemble_weights())
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
     found = inference.task_of(loaded).name

@@ -19,7 +19,7 @@ from absl import flags
 
 from keras_transformer.cli import common, decode_flags
 
-decode_flags.define_model_flags(required=False)
+decode_flags.define_model_flags(required=False, ensemble=True)
 decode_flags.define_decode_flags()
 flags.DEFINE_string("split", None,
                     "Evaluate on a split of the data directory instead of --source/--reference: a Multi30k split "

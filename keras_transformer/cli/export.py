@@ -23,12 +23,13 @@ import os
 
 from absl import flags
 
-from keras_transformer.cli import common
+from keras_transformer.cli import common, decode_flags
 from keras_transformer.config import PARALLEL_SEARCHES, PRECISIONS, STOP_RULES
 from keras_transformer.engines import QUANTIZATIONS
 
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/) or an exported "
-                    "SavedModel.")
+                    "SavedModel; 'a,b,...': an ensemble of translation models of one tokenizer as one SavedModel "
+                    "(log-probabilities averaged per step; the first model's recipe and decoding defaults).")
 flags.DEFINE_string("checkpoint", "latest",
                     "For a work directory: 'latest', 'averaged' (kt-average), 'best' (--keep_best_by) or a "
                     "checkpoint path prefix.")
@@ -63,6 +64,7 @@ flags.DEFINE_enum("stop_rule", None, list(STOP_RULES),
                   "a search that never stops early; heuristic: as if the unfinished ones ended now (Hugging Face "
                   "generate's default): fewer steps, and some translations change. Translation models only.")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
+decode_flags.define_ensemble_weights_flag()
 common.define_data_dir_flag()
 FLAGS = flags.FLAGS
 
@@ -72,6 +74,14 @@ def _check_flags() -> None:
     for name in ("model", "export_dir"):
         if not getattr(FLAGS, name):
             common.fail(f"--{name}: required")
+    if "," in FLAGS.model:
+        for name in ("jit_compile", "stop_rule"):
+            if FLAGS[name].present:
+                common.fail(f"--{name}: an ensemble (--model=a,b) is exported with the default search only")
+        if FLAGS.format == "ctranslate2":
+            common.fail("--format=ctranslate2: an ensemble (--model=a,b) is exported as a SavedModel only")
+    elif FLAGS.ensemble_weights is not None:
+        common.fail(f"--ensemble_weights: {FLAGS.model} is one model; weights apply to an ensemble, --model=a,b")
     if not FLAGS.jit_compile:
         for name in ("xla_batch_sizes", "xla_source_lengths"):
             if FLAGS[name].present:
@@ -177,6 +187,8 @@ def main(argv):
     from keras_transformer import artifacts, tasks
     from keras_transformer.serving import writer
 
+    if "," in FLAGS.model:
+        return _export_ensemble(FLAGS.model.split(","))
     try:
         model, recipe, tok = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
         info = _source_info(FLAGS.model, FLAGS.checkpoint)
@@ -205,8 +217,37 @@ def main(argv):
             common.fail_with(e)
         what = "a SavedModel" + (" (XLA-compiled search; serve with --xla_cpu_compilation_enabled=true)" if xla
                                  else "")
+    _report(info.get("checkpoint", FLAGS.model), what)
+
+
+def _export_ensemble(model_args) -> None:
+    """--model=a,b,...: one SavedModel of an ``EnsembleTranslator`` (its export.json names every model)."""
+    from keras_transformer import inference
+    from keras_transformer.serving import writer
+    from keras_transformer.tasks.translation.module import EnsembleTranslator
+
+    try:
+        models, recipe, tok = inference.ensemble_parts(model_args, FLAGS.checkpoint, FLAGS.data_dir)
+        module = EnsembleTranslator([writer.with_precision(m, FLAGS.precision) for m in models], tok, recipe,
+                                    decode_flags.ensemble_weights(), with_text=not FLAGS.ids_only,
+                                    parallel_searches=FLAGS.parallel_searches)
+        info = {"ensemble_of": [_source_info(m, FLAGS.checkpoint) for m in model_args]}
+    except (ValueError, FileNotFoundError) as e:
+        message = str(e)
+        if message.startswith("ensemble weights"):
+            message = f"--ensemble_weights: {message.partition(': ')[2]}"
+        common.fail(message if message.startswith("--") else f"--model: {message}")
+    try:
+        writer.write(module, FLAGS.export_dir, info=info)
+    except OSError as e:
+        common.fail(f"--export_dir: {common.describe_os_error(e)}")
+    _report(f"an ensemble of {len(models)} models (weights {', '.join(f'{w:.3g}' for w in module.weights)})",
+            "a SavedModel")
+
+
+def _report(what_from: str, what: str) -> None:
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(FLAGS.export_dir) for f in files)
-    print(f"exported {info.get('checkpoint', FLAGS.model)} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")
+    print(f"exported {what_from} to {FLAGS.export_dir} as {what} ({size / 2**20:.1f} MiB)")
 
 
 def run():

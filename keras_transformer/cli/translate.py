@@ -46,7 +46,7 @@ from absl import flags
 
 from keras_transformer.cli import common, decode_flags
 
-decode_flags.define_model_flags()
+decode_flags.define_model_flags(ensemble=True)
 decode_flags.define_decode_flags()
 flags.DEFINE_string("input", "-", "Source text, one sentence per line (plain or .gz); '-' is stdin.")
 flags.DEFINE_string("output", "-", "Where translations go, one per line; '-' is stdout.")

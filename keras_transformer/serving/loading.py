@@ -78,7 +78,12 @@ def load_exported(export_dir) -> Tuple[object, Recipe, Tokenizers]:
     by name (``assign_exported``). This lets an export be re-exported with newer decoding code or converted to
     another engine without its work directory.
     """
-    recipe = Recipe.from_dict(read_info(export_dir)["recipe"])
+    info = read_info(export_dir)
+    if "ensemble" in info:
+        raise ValueError(f"{export_dir} is an ensemble of {info['ensemble']['members']} models: it translates "
+                         "(kt-translate, kt-evaluate, TF Serving), but no one model can be read back from it; use the "
+                         "models it was exported from")
+    recipe = Recipe.from_dict(info["recipe"])
     models = {role: Tokenizer(path) for role, path in tokenizer_models(export_dir).items()}
     loaded = load_saved_model(export_dir)
     model = build_model(recipe)

@@ -31,6 +31,7 @@ from typing import Tuple
 import tensorflow as tf
 
 from keras_transformer import PAD_ID
+from keras_transformer.checkpoints.names import variable_names
 from keras_transformer.decoding import NEG_INF
 from keras_transformer.config import PARALLEL_SEARCHES, Recipe
 from keras_transformer.data.tokenizer import append_eos
@@ -64,6 +65,10 @@ class ServingModule(tf.Module):
     @property
     def model(self):
         return self._untracked.model
+
+    def variable_names(self):
+        """The names ``model_variables`` are saved under (``checkpoints.names.variable_names``), in their order."""
+        return variable_names(self.model)
 
     @property
     def tokenizer(self):

@@ -55,7 +55,7 @@ from typing import Optional
 import tensorflow as tf
 
 from keras_transformer.checkpoints.health import reason
-from keras_transformer.checkpoints.names import named, variable_names
+from keras_transformer.checkpoints.names import named
 from keras_transformer.config import PRECISIONS
 from keras_transformer.model import build_like
 from keras_transformer.serving.loading import EXPORT_INFO
@@ -101,7 +101,7 @@ def write(module: ServingModule, export_dir, info: Optional[dict] = None) -> str
                 shutil.copyfile(model_tokenizer.model_path, spm_path)
                 prefix = "" if role == "shared" else f"{role}_"
                 setattr(module, f"{prefix}tokenizer_model", tf.saved_model.Asset(spm_path))
-            with named(module.model_variables, variable_names(model)):  # model.variables order
+            with named(module.model_variables, module.variable_names()):  # model.variables order
                 tf.saved_model.save(module, partial, signatures=module.signatures())
             requests = module.warmup_requests()
             if requests:

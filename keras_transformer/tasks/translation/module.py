@@ -70,6 +70,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
+from keras_transformer.checkpoints.names import variable_names
 from keras_transformer.config import XlaBuckets
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
@@ -291,6 +292,18 @@ class EnsembleTranslator(Translator):
         self.model_variables = [v.value for m in models for v in m.variables]
         for name in TEXT_SIGNATURES:
             setattr(self, name, None)
+
+    @property
+    def weights(self):
+        return self._ensemble.weights
+
+    def variable_names(self):
+        """Model m's variables under "member_m/": an export holds every model's (``loading`` reads one back)."""
+        return [f"member_{m}/{name}" for m, model in enumerate(self._ensemble.models)
+                for name in variable_names(model)]
+
+    def extra_info(self) -> dict:
+        return {"ensemble": {"members": len(self._ensemble.models), "weights": list(self._ensemble.weights)}}
 
     def text_signatures(self):
         return ServingModule.text_signatures(self)
