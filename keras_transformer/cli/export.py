@@ -7,11 +7,14 @@
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_fast --stop_rule=heuristic
     kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
         --export_dir=saved_models/multi30k_en_de_ct2_int8
+    kt-export --model=runs/seed1,runs/seed2 --export_dir=saved_models/ensemble   # one SavedModel, both models
 
 --model is a training work directory or an exported SavedModel. SavedModel
 signatures: serving_default, translate_with_options, translate_ids,
 translate_ids_with_options (see keras_transformer.serving.writer; --ids_only keeps the
-last two, for servers without the tensorflow-text ops). --format=ctranslate2
+last two, for servers without the tensorflow-text ops), and a translator's sampling,
+target prefix and alignment signatures (docs/decoding.md). --model=a,b,... writes an
+ensemble of translation models of one tokenizer (--ensemble_weights) as one SavedModel. --format=ctranslate2
 writes CTranslate2's model (keras_transformer.engines; needs the optional
 ctranslate2 package), which kt-translate and kt-evaluate serve like a SavedModel.
 """
