@@ -28,13 +28,18 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
-                    "A SavedModel or a training work directory (artifacts.load_model).")
-flags.DEFINE_string("data_dir", None, "Data directory (default: $KT_DATA_DIR or ../shared/data).")
-flags.DEFINE_string("split", "test_2016_flickr", "Split of the model's corpus to align with its references.")
-flags.DEFINE_integer("num_sentences", 1000, "The split's first N pairs.")
-flags.DEFINE_boolean("heads", False, "Score each head of each layer too.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Defined when run as a script only, so that importing the module (its test) defines no flag."""
+    flags.DEFINE_string("model", os.path.join(REPO, "saved_models", "multi30k_en_de"),
+                        "A SavedModel or a training work directory (artifacts.load_model).")
+    flags.DEFINE_string("data_dir", None, "Data directory (default: $KT_DATA_DIR or ../shared/data).")
+    flags.DEFINE_string("split", "test_2016_flickr", "Split of the model's corpus to align with its references.")
+    flags.DEFINE_integer("num_sentences", 1000, "The split's first N pairs.")
+    flags.DEFINE_boolean("heads", False, "Score each head of each layer too.")
+
 
 # English caption word -> German stems (lower-cased; a German word starting with one matches)
 DICTIONARY = {
@@ -113,4 +118,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -22,10 +22,14 @@ from keras_transformer.data import corpora
 from keras_transformer.data.files import read_text
 from keras_transformer.tasks.translation.metric import TOKENIZED_BLEU
 
-flags.DEFINE_string("hypotheses", None, "Translations, one per line (kt-evaluate --hypotheses=...).", required=True)
-flags.DEFINE_string("reference", None, "References (plain or .gz); default: test_2016_flickr.de of the data dir.")
-flags.DEFINE_string("lang", "de", "Moses tokenizer language (the target's).")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Defined when run as a script only, so that importing the module (its test) defines no flag."""
+    flags.DEFINE_string("hypotheses", None, "Translations, one per line (kt-evaluate --hypotheses=...).", required=True)
+    flags.DEFINE_string("reference", None, "References (plain or .gz); default: test_2016_flickr.de of the data dir.")
+    flags.DEFINE_string("lang", "de", "Moses tokenizer language (the target's).")
 
 
 def moses_lowercase(lines, lang="de"):
@@ -52,4 +56,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -28,15 +28,19 @@ from absl import app, flags
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model", "saved_models/ptb_sample", "An exported parser (SavedModel directory).")
-flags.DEFINE_string("split", "dev", "A split of the parser's treebank (kt-evaluate-parser's --split).")
-flags.DEFINE_string("data_dir", None, "Where the treebank is (default: KT_DATA_DIR, else ../shared/data).")
-flags.DEFINE_integer("num_sentences", 0, "Parse the first N trees of the split only (0: all).")
-flags.DEFINE_integer("beam_size", 0, "Beam K (0: the recipe's, 21 for ptb_sample).")
-flags.DEFINE_float("alpha", 0.0, "Length penalty α of the search (the shipped parser's dev choice is 0).")
-flags.DEFINE_list("bonus", ["0.25", "0.5", "1", "2"], "β values of the bracket bonus.")
-flags.DEFINE_list("tau", ["0.5", "1"], "τ values (posterior temperature) of both Bayes-risk pickers.")
-flags.DEFINE_list("gamma", ["0.2", "0.3", "0.4", "0.5"], "γ values of the posterior picker.")
+
+
+def define_flags():
+    """Defined when run as a script only, so that importing the module (its test) defines no flag."""
+    flags.DEFINE_string("model", "saved_models/ptb_sample", "An exported parser (SavedModel directory).")
+    flags.DEFINE_string("split", "dev", "A split of the parser's treebank (kt-evaluate-parser's --split).")
+    flags.DEFINE_string("data_dir", None, "Where the treebank is (default: KT_DATA_DIR, else ../shared/data).")
+    flags.DEFINE_integer("num_sentences", 0, "Parse the first N trees of the split only (0: all).")
+    flags.DEFINE_integer("beam_size", 0, "Beam K (0: the recipe's, 21 for ptb_sample).")
+    flags.DEFINE_float("alpha", 0.0, "Length penalty α of the search (the shipped parser's dev choice is 0).")
+    flags.DEFINE_list("bonus", ["0.25", "0.5", "1", "2"], "β values of the bracket bonus.")
+    flags.DEFINE_list("tau", ["0.5", "1"], "τ values (posterior temperature) of both Bayes-risk pickers.")
+    flags.DEFINE_list("gamma", ["0.2", "0.3", "0.4", "0.5"], "γ values of the posterior picker.")
 
 
 def labeled_spans(sequence: str) -> collections.Counter:
@@ -145,4 +149,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
