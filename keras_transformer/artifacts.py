@@ -4,7 +4,7 @@
     find_tokenizer(workdir, recipe, data_dir=None, corpus=TEXT) -> the work directory's Tokenizer(s)
     load_model(model_arg, checkpoint="latest", data_dir=None, corpus=TEXT) -> (model, recipe, tokenizer)
     Loaded(fn, defaults, recipe, description, owner, unconstrained, best, source_pieces, max_source_pieces, sample,
-           prefixed, sample_prefixed, target_pieces, align)
+           prefixed, sample_prefixed, target_pieces, align, constrained)
         a model ready to decode (``inference.load``)
 
 A ``--model`` is a training work directory (``checkpoint`` picks its weights), a SavedModel written by
@@ -49,6 +49,8 @@ class Loaded(NamedTuple):
     target_pieces: Optional[Callable] = None  # [N] lines -> [N] target subwords each, as a prefix is tokenized
     align: Optional[Callable] = None  # (inputs, translations [B] string, alignment_layer, alignment_head) ->
     # {"alignment": [B] Pharaoh string} (a translator's align signature; None: none)
+    constrained: Optional[Callable] = None  # (inputs, constraints [B] string (tab-separated), beam_size, alpha,
+    # extra_length) -> fn's outputs, each hypothesis holding its constraints (translate_with_constraints; None: none)
 
 
 def kind(model_arg) -> str:

@@ -26,8 +26,8 @@ from keras_transformer.config import Recipe
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
 from keras_transformer.serving.checks import max_source_length
-from keras_transformer.tasks.translation.module import (ALIGNMENT_SIGNATURES, PREFIX_SIGNATURES,
-                                                        SAMPLE_SIGNATURE as SAMPLE)
+from keras_transformer.tasks.translation.module import (ALIGNMENT_SIGNATURES, CONSTRAINT_SIGNATURE,
+                                                        PREFIX_SIGNATURES, SAMPLE_SIGNATURE as SAMPLE)
 from keras_transformer.workdir import WorkDir
 
 ALIGN = ALIGNMENT_SIGNATURES[1]  # "align": a given pair's word alignment
@@ -108,7 +108,8 @@ def from_module(module, tokenizer, description: str) -> Loaded:
     return Loaded(getattr(module, module.OPTIONS_SIGNATURE), module.defaults, module.recipe, description, module,
                   getattr(module, "linearize_unconstrained", None), module.best_with_options(),
                   tokenizer.source.piece_counts, module.max_source_length - 1, getattr(module, SAMPLE, None),
-                  prefixed, sample_prefixed, tokenizer.target.piece_counts, getattr(module, ALIGN, None))
+                  prefixed, sample_prefixed, tokenizer.target.piece_counts, getattr(module, ALIGN, None),
+                  getattr(module, CONSTRAINT_SIGNATURE, None))
 
 
 def _load_saved_model(path) -> Loaded:
@@ -145,7 +146,8 @@ def _load_saved_model(path) -> Loaded:
                   prefixed=keywords(PREFIX_SIGNATURES[0], "inputs", "target_prefix", *options),
                   sample_prefixed=keywords(PREFIX_SIGNATURES[1], "inputs", "target_prefix", *sampling),
                   target_pieces=target.piece_counts,
-                  align=keywords(ALIGN, "inputs", "translations", "alignment_layer", "alignment_head"))
+                  align=keywords(ALIGN, "inputs", "translations", "alignment_layer", "alignment_head"),
+                  constrained=keywords(CONSTRAINT_SIGNATURE, "inputs", "constraints", *options))
 
 
 def task_of(loaded: Loaded) -> tasks.Task:

@@ -7,6 +7,7 @@
     kt-translate --model=saved_models/multi30k_en_de --with_scores < source.en         # score<TAB>translation
     kt-translate --model=runs/multi30k --target_prefix=tab < source_tab_prefix.txt    # each output starts so
     kt-translate --model=saved_models/multi30k_en_de --alignment < source.en          # translation ||| 0-0 1-2 ...
+    kt-translate --model=runs/multi30k --constraints=tab < source_tab_terms.txt       # each output holds its terms
 
 --model is an exported SavedModel, a CTranslate2 directory or a training work
 directory; a parser's (§6.3) writes one tree per line, as kt-parse does. Lines are
@@ -31,6 +32,11 @@ With --target_prefix each output starts with its line's prefix (a file aligned
 with the input, or 'tab': source<TAB>prefix) and the search or the draws go on
 from it (decoding/prefix.py); a work directory, a SavedModel exported with the
 translate_with_prefix signature, or a CTranslate2 directory's native search.
+With --constraints every output contains each of its line's constraints, words
+or phrases (a file aligned with the input, tab-separated phrases on a line, or
+'tab': source<TAB>phrase<TAB>phrase ...; decoding/constraints.py, dynamic beam
+allocation); a work directory or a SavedModel exported with the
+translate_with_constraints signature.
 With --alignment each output is followed by its word alignment to the input
 (' ||| i-j ...', Pharaoh pairs from the cross-attention of one decoder layer;
 tasks/translation/alignment.py); a work directory or a SavedModel exported
@@ -67,6 +73,11 @@ flags.DEFINE_string("target_prefix", None, "Start each translation with a given 
                     "CTranslate2's target_prefix; with --nbest and --sampling too): a file of prefixes, one per input "
                     "line (an empty line: none), or 'tab': each input line is source<TAB>prefix. The outputs include "
                     "the prefix; scores count its subwords.")
+flags.DEFINE_string("constraints", None, "Words or phrases each translation must contain (terminology; lexically "
+                    "constrained beam search, Post & Vilar 2018; with --nbest too, not with --sampling or "
+                    "--target_prefix): a file with one line per input line, its phrases separated by tabs (an empty "
+                    "line: none), or 'tab': each input line is source<TAB>phrase<TAB>phrase ... A larger --beam_size "
+                    "(e.g. 10) gives the search more room to place them well.")
 flags.DEFINE_boolean("alignment", False, "Write each translation's word alignment to its input after it, as Marian "
                      "does: 'translation ||| i-j ...' (Pharaoh pairs: source word i, target word j, from 0; with "
                      "--nbest 'i ||| translation ||| i-j ... ||| score'), read from the decoder's cross-attention.")
@@ -86,16 +97,24 @@ def main(argv):
     from keras_transformer import inference
     from keras_transformer.tasks.translation import lines as translation_lines
 
+    for flag in ("sampling", "target_prefix"):
+        if FLAGS.constraints is not None and FLAGS[flag].value not in (None, False):
+            common.fail(f"--constraints: not with --{flag}")
     common.check_output_flag("output")  # before any work whose result could not be written
-    chunks, prefixes = read_prefixes(decode_flags.input_chunks())
+    guide = "target_prefix" if FLAGS.target_prefix is not None else "constraints"
+    chunks, guides = read_guides(decode_flags.input_chunks(), guide)
     translator = decode_flags.load_model()
     if FLAGS.sampling and translator.sample is None:
         common.fail(f"--sampling: {FLAGS.model} cannot sample (a CTranslate2 directory, or an export written before "
                     "its sample_with_options signature: re-export it with kt-export)")
-    if prefixes is not None and (translator.sample_prefixed if FLAGS.sampling else translator.prefixed) is None:
+    if guide == "target_prefix" and (translator.sample_prefixed if FLAGS.sampling else translator.prefixed) is None:
         common.fail(f"--target_prefix: {FLAGS.model} cannot start its outputs with a prefix (a CTranslate2 "
                     "directory, a parser, or an export written before its translate_with_prefix signature: "
                     "re-export it with kt-export)")
+    if guides is not None and guide == "constraints" and translator.constrained is None:
+        common.fail(f"--constraints: {FLAGS.model} cannot constrain its outputs (a CTranslate2 directory, a parser, "
+                    "an ensemble, or an export written before its translate_with_constraints signature: re-export "
+                    "it with kt-export)")
     if not FLAGS.sampling:
         decode_flags.check_nbest(FLAGS.nbest, translator)
     alignment = alignment_options(translator) if FLAGS.alignment else None
@@ -104,9 +123,9 @@ def main(argv):
                     "n-best lists")
 
     def translate(lines, before):
-        prefix = None if prefixes is None else checked_prefixes(translator, lines, prefixes, before)
+        chunk = None if guides is None else checked_guides(translator, lines, guides, before, guide)
         options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length,
-                   "prefixes": prefix}
+                   "prefixes" if guide == "target_prefix" else "constraints": chunk}
         if FLAGS.sampling or FLAGS.nbest > 1:
             if FLAGS.sampling:
                 sampling = {option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()}
@@ -122,7 +141,7 @@ def main(argv):
                 return translation_lines.format_nbest(nbest, first=before)
             outputs, scores = [t[0] for t in nbest.translations], [s[0] for s in nbest.scores]
         else:
-            if prefix is not None:
+            if chunk is not None:
                 outputs, scores = translation_lines.translate_lines(translator, lines, beam_size=FLAGS.beam_size,
                                                                     **options)
             else:
@@ -137,9 +156,9 @@ def main(argv):
 
     start = time.time()
     count, cut = decode_flags.decode_input(translator, chunks, translate, "translated")
-    if prefixes is not None and len(prefixes) != count:
-        common.fail(f"--target_prefix: {FLAGS.target_prefix} has {len(prefixes)} lines, the input {count}; one prefix "
-                    "per input line")
+    if guides is not None and len(guides) != count:
+        common.fail(f"--{guide}: {FLAGS[guide].value} has {len(guides)} lines, the input {count}; one line per input "
+                    "line")
     seconds = time.time() - start
     cut_summary = decode_flags.long_lines_summary(cut, translator.max_source_pieces)
     print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
@@ -177,42 +196,44 @@ def alignment_options(translator):
     return layer, FLAGS.alignment_head
 
 
-def read_prefixes(chunks):
-    """(chunks of source lines, the prefixes read so far: a list, None without --target_prefix). A file is read
-    now, whole (a bad one named before the model loads); with 'tab' each line is cut at its first tab as its chunk
-    is read (no tab: no prefix)."""
-    if FLAGS.target_prefix is None:
+def read_guides(chunks, flag: str):
+    """(chunks of source lines, the --target_prefix or --constraints (``flag``) lines read so far: a list, None
+    without the flag). A file is read now, whole (a bad one named before the model loads); with 'tab' each line is
+    cut at its first tab as its chunk is read (no tab: nothing; the rest of the line is the prefix, or the
+    constraints separated by tabs)."""
+    if FLAGS[flag].value is None:
         return chunks, None
-    if FLAGS.target_prefix != "tab":
+    if FLAGS[flag].value != "tab":
         from keras_transformer.data import files
 
         try:
-            return chunks, files.read_input(FLAGS.target_prefix)
+            return chunks, files.read_input(FLAGS[flag].value)
         except (ValueError, FileNotFoundError) as e:
-            common.fail(f"--target_prefix: {e}")
-    prefixes = []
+            common.fail(f"--{flag}: {e}")
+    guides = []
 
     def sources():
         for chunk in chunks:
             columns = [line.split("\t", 1) for line in chunk]
-            prefixes.extend(c[1] if len(c) > 1 else "" for c in columns)
+            guides.extend(c[1] if len(c) > 1 else "" for c in columns)
             yield [c[0] for c in columns]
 
-    return sources(), prefixes
+    return sources(), guides
 
 
-def checked_prefixes(translator, lines, prefixes, before):
-    """The prefixes of ``lines`` (input lines before + 1 ...), or exit naming the line whose prefix is too long for
-    it, or the file when it has too few lines."""
+def checked_guides(translator, lines, guides, before, flag: str):
+    """The --target_prefix or --constraints (``flag``) lines of ``lines`` (input lines before + 1 ...), or exit
+    naming the line whose prefix or constraints are too long for it, or the file when it has too few lines."""
     from keras_transformer.tasks.translation import lines as translation_lines
 
-    chunk = prefixes[before:before + len(lines)]
+    chunk = guides[before:before + len(lines)]
     if len(chunk) < len(lines):
-        common.fail(f"--target_prefix: {FLAGS.target_prefix} has {len(prefixes)} lines, fewer than the input; one "
-                    "prefix per input line")
+        common.fail(f"--{flag}: {FLAGS[flag].value} has {len(guides)} lines, fewer than the input; one line per input "
+                    "line")
     extra_length = translator.defaults[2] if FLAGS.extra_length is None else FLAGS.extra_length
+    check = translation_lines.check_prefixes if flag == "target_prefix" else translation_lines.check_constraints
     try:
-        translation_lines.check_prefixes(translator, lines, chunk, extra_length, first_line=before + 1)
+        check(translator, lines, chunk, extra_length, first_line=before + 1)
     except ValueError as e:
         common.fail(f"--{e}")
     return chunk

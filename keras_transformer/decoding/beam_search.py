@@ -70,6 +70,7 @@ import tensorflow as tf
 from keras_transformer import BOS_ID, EOS_ID
 from keras_transformer.config import STOP_RULES
 from keras_transformer.decoding import model_step
+from keras_transformer.decoding.constraints import Guided, allocate, checked_constraint_lengths, lexically_constrained
 from keras_transformer.decoding.log_probs import NEG_INF, as_log_probs, columns, smallest
 from keras_transformer.decoding.parallel import in_parallel
 from keras_transformer.decoding.prefix import checked_prefix_lengths, forced_prefix
@@ -134,22 +135,36 @@ class Beams(NamedTuple):
     def expand(self, log_probs, i, k, alpha, eos_id) -> Tuple["Beams", tf.Tensor]:
         """Step i: (the new beams, source_beams [B, K], the beam each new alive beam extends).
 
-        log_probs [B*K, V] (a tensor or ``LogProbs``); k: K, a Python int or a scalar tensor."""
-        log_probs = as_log_probs(log_probs)
+        log_probs [B*K, V] (a tensor or ``LogProbs``; ``constraints.Guided``: the 2K kept by dynamic beam
+        allocation, Post & Vilar 2018); k: K, a Python int or a scalar tensor."""
+        guide = log_probs if isinstance(log_probs, Guided) else None
+        log_probs = as_log_probs(log_probs if guide is None else guide.log_probs)
         b, t = tf.shape(self.alive_seq)[0], tf.shape(self.alive_seq)[2]
         # The 2K best expansions of each item (at most K of them end in EOS, one per beam), in two stages.
         per_beam = smallest(2 * k, columns(log_probs.logits))  # C = 2K, or V if smaller
         beam_log_probs, beam_tokens = log_probs.top_k(per_beam)  # [B*K, C] each beam's best tokens
+        if guide is not None:  # and each unmet constraint's next subword: C = 2K + constraints
+            beam_log_probs, beam_tokens = guide.with_constraint_tokens(beam_log_probs, beam_tokens)
+            per_beam = tf.shape(beam_tokens)[1]
         candidates = self.alive_log_probs[:, :, None] + tf.reshape(beam_log_probs, [b, k, per_beam])  # [B, K, C]
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [b, k * per_beam]), k=2 * k)  # [B, 2K]
+        candidates = tf.reshape(candidates, [b, k * per_beam])  # [B, K*C]
+        if guide is None:
+            top_log_probs, top_ids = tf.math.top_k(candidates, k=2 * k)  # [B, 2K]
+        else:  # the banks take turns (constraints.allocate)
+            top_ids = allocate(candidates, tf.reshape(guide.banks(beam_tokens), [b, k * per_beam]), 2 * k)
+            top_log_probs = tf.gather(candidates, top_ids, batch_dims=1)  # [B, 2K]
         top_beams = top_ids // per_beam  # [B, 2K]
         top_tokens = tf.gather(tf.reshape(beam_tokens, [b, k * per_beam]), top_ids, batch_dims=1)  # [B, 2K]
         at_i = tf.equal(tf.range(t), i)[None, None, :]  # [1, 1, T]
         top_seq = tf.where(at_i, top_tokens[:, :, None], _gather_beams(self.alive_seq, top_beams))  # [B, 2K, T]
         top_eos = tf.equal(top_tokens, eos_id)  # [B, 2K]
 
-        # Alive: the best K expansions that do not end in EOS.
-        alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B, K]
+        # Alive: the best K expansions that do not end in EOS (allocated: the first K in the banks' order).
+        if guide is None:
+            alive_log_probs, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, top_log_probs), k=k)  # [B, K]
+        else:
+            _, alive_pick = tf.math.top_k(tf.where(top_eos, NEG_INF, -tf.cast(tf.range(2 * k), tf.float32)), k=k)
+            alive_log_probs = tf.gather(top_log_probs, alive_pick, batch_dims=1)
 
         # Finished: EOS expansions ranked within the top K, scored log P / lp, merged with the old set. One that
         # was banned (log P near NEG_INF: a step_fn wrapper left fewer than K tokens, as a target prefix does) is
@@ -253,23 +268,27 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 # -- the model-level entry point -----------------------------------------------------------------
 
 
-def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, target_prefix=None, *,
-                       parallel_searches, stop_rule):
-    def search(source_ids, *prefix):  # [B', S] (and the prefix [B', P]) -> ([B', K, T], [B', K])
+def _beam_search_model(model, source_ids, beam_size, alpha, extra_length, num_hypotheses, *guide, parallel_searches,
+                       stop_rule, guided_by=None):
+    def search(source_ids, *guide):  # [B', S] (and the prefix [B', P] or constraints [B', C, L]) -> [B', K, T], [B', K]
         max_lengths = model_step.max_output_lengths(source_ids, extra_length, model.config.max_length)  # [B']
         step_fn, cache, constants = model_step.cached_step_fn(model, source_ids, beam_size)
-        if prefix:
-            max_lengths = checked_prefix_lengths(prefix[0], max_lengths)
-            step_fn, constants = forced_prefix(step_fn, constants, prefix[0])
+        if guided_by == "target_prefix":
+            max_lengths = checked_prefix_lengths(guide[0], max_lengths)
+            step_fn, constants = forced_prefix(step_fn, constants, guide[0])
+        elif guided_by == "constraints":
+            max_lengths = checked_constraint_lengths(guide[0], max_lengths)
+            step_fn, cache, constants = lexically_constrained(step_fn, cache, constants, guide[0], max_lengths,
+                                                              beam_size)
         result = beam_search(step_fn, cache, beam_size, max_lengths, alpha, constants,
                              num_hypotheses=num_hypotheses, stop_rule=stop_rule)
         return result.sequences, result.scores
 
-    return in_parallel(search, source_ids, parallel_searches, *(() if target_prefix is None else (target_prefix,)))
+    return in_parallel(search, source_ids, parallel_searches, *guide)
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, parallel_searches=1,
-                  num_hypotheses=None, stop_rule="exact", target_prefix=None):
+                  num_hypotheses=None, stop_rule="exact", target_prefix=None, constraints=None):
     """Beam search with the model's key/value cache (§6.1 defaults).
 
     source_ids [B, S] int (PAD-padded) -> (sequences [B, K, T] int32, scores [B, K] float32); see the module
@@ -279,21 +298,29 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50, pa
     ``parallel_searches`` P > 1 deals the items to P searches run at once (``parallel.in_parallel``; the same
     results). ``stop_rule``: "exact" or "heuristic" (the module docstring). ``target_prefix`` [B, P] int (PAD
     after each prefix): every hypothesis of item b starts with its row (``decoding.prefix``), which must be
-    shorter than the item's maximum output length. Runs one ``tf.function`` per model, P, stop rule and
-    prefix or none, traced once: the other arguments are tensors in its signature, so it also works inside an
-    exported ``tf.function``.
+    shorter than the item's maximum output length. ``constraints`` [B, C, L] int (PAD after each): every
+    hypothesis of item b contains each of its C rows (``decoding.constraints``, dynamic beam allocation); not
+    with a prefix. Runs one ``tf.function`` per model, P, stop rule and guide (none, a prefix or constraints),
+    traced once: the other arguments are tensors in its signature, so it also works inside an exported
+    ``tf.function``.
     """
-    prefixed = target_prefix is not None
+    if target_prefix is not None and constraints is not None:
+        raise ValueError("constraints: not with a target_prefix")
+    guided_by, guide = next(((name, value) for name, value in (("target_prefix", target_prefix),
+                                                                ("constraints", constraints)) if value is not None),
+                            (None, None))
     search = functools.partial(_beam_search_model, parallel_searches=parallel_searches,
-                               stop_rule=check_stop_rule(stop_rule))
-    name = f"beam_search/{parallel_searches}/{stop_rule}" + ("/prefix" if prefixed else "")
+                               stop_rule=check_stop_rule(stop_rule), guided_by=guided_by)
+    name = f"beam_search/{parallel_searches}/{stop_rule}" + (f"/{guided_by}" if guided_by else "")
+    guide_spec = {"target_prefix": [tf.TensorSpec([None, None], tf.int32, name="target_prefix")],
+                  "constraints": [tf.TensorSpec([None, None, None], tf.int32, name="constraints")]}
     fn = model_step.compiled_for(model, name, search, [
         tf.TensorSpec([None, None], tf.int32, name="source_ids"),
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha"),
         tf.TensorSpec([], tf.int32, name="extra_length"),
         tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-    ] + ([tf.TensorSpec([None, None], tf.int32, name="target_prefix")] if prefixed else []))
+    ] + guide_spec.get(guided_by, []))
     return fn(tf.cast(source_ids, tf.int32), tf.cast(beam_size, tf.int32), tf.cast(alpha, tf.float32),
               tf.cast(extra_length, tf.int32), hypotheses_to_settle(num_hypotheses, beam_size),
-              *([tf.cast(target_prefix, tf.int32)] if prefixed else []))
+              *([] if guide is None else [tf.cast(guide, tf.int32)]))

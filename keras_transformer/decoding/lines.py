@@ -38,7 +38,7 @@ def run_batches(fn: Callable, lines: Sequence[str], batch_size: int, options: Tu
                 in_flight: int = 1, aligned: Optional[Sequence[str]] = None) -> Iterator[Tuple[List[int], dict]]:
     """Yields (indices of the batch's lines, ``fn(inputs [B] string, beam_size, alpha, extra_length)``) over
     length-sorted batches, in order; ``options`` = (beam_size, alpha, extra_length). ``aligned``: a string per line
-    (a target prefix), passed after the inputs: ``fn(inputs, aligned [B] string, beam_size, ...)``.
+    (a target prefix, constraints), passed after the inputs: ``fn(inputs, aligned [B] string, beam_size, ...)``.
 
     ``in_flight`` > 1 keeps that many batches decoding at once, each from its own thread (a TensorFlow function
     releases the GIL while it runs): a core that has finished its part of one batch's search starts on the next

@@ -10,7 +10,11 @@
         each pair's word alignment ("i-j ...", ``alignment``); ``with_alignments`` -> "translation ||| i-j ..."
 
 Each takes ``prefixes=``, a target prefix per line ("" for none): every output of line i starts with prefix i
-(``decoding.prefix``; a model's translate_with_prefix / sample_with_prefix).
+(``decoding.prefix``; a model's translate_with_prefix / sample_with_prefix). ``translate_lines`` and
+``translate_nbest`` take ``constraints=`` instead, a string per line of words or phrases separated by tabs ("" for
+none): every output of line i contains each (``decoding.constraints``; translate_with_constraints).
+    check_constraints(loaded, lines, constraints, extra_length)   a ValueError naming a line's constraint that has
+        no subword, or constraints too long for the line
     format_nbest(NBest, first=0) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
@@ -43,15 +47,16 @@ EMPTY_SLOT_SCORE = NEG_INF / 2  # an n-best slot scored at or below this is empt
 
 def translate_lines(loaded, lines: Sequence[str], batch_size: int = 32,
                     beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                    extra_length: Optional[int] = None,
-                    prefixes: Optional[Sequence[str]] = None) -> Tuple[List[str], np.ndarray]:
+                    extra_length: Optional[int] = None, prefixes: Optional[Sequence[str]] = None,
+                    constraints: Optional[Sequence[str]] = None) -> Tuple[List[str], np.ndarray]:
     """Translations and scores of ``lines``, in input order. None options take the recipe's §6.1 values;
-    ``prefixes``: a target prefix per line ("" for none) that its translation starts with (``check_prefixes``)."""
+    ``prefixes``: a target prefix per line ("" for none) that its translation starts with (``check_prefixes``);
+    or ``constraints``: a line's words or phrases, tab-separated, that its translation contains."""
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     translations = [""] * len(lines)  # a blank line's stays "", scored 0 (decoding.lines: never decoded)
     scores = np.zeros([len(lines)], np.float32)
-    fn = (loaded.best or loaded.fn) if prefixes is None else _prefixed(loaded, lines, prefixes, options[2])
-    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), prefixes):
+    fn, aligned = _guided(loaded, lines, options[2], loaded.best or loaded.fn, prefixes, constraints)
+    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), aligned):
         for i, text, score in zip(batch, out["translations"].numpy(), out["scores"].numpy()):
             translations[i] = one_line(text)
             scores[i] = score
@@ -65,7 +70,8 @@ class NBest(NamedTuple):
 
 def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 32,
                     beam_size: Optional[int] = None, alpha: Optional[float] = None,
-                    extra_length: Optional[int] = None, prefixes: Optional[Sequence[str]] = None) -> NBest:
+                    extra_length: Optional[int] = None, prefixes: Optional[Sequence[str]] = None,
+                    constraints: Optional[Sequence[str]] = None) -> NBest:
     """The ``nbest`` best hypotheses of each line and their scores, in input order, best first.
 
     The beam search keeps the K = ``beam_size`` best finished hypotheses of each input, so 1 <= nbest <= K
@@ -74,13 +80,14 @@ def translate_nbest(loaded, lines: Sequence[str], nbest: int, batch_size: int = 
     An empty n-best slot (a search that stopped with fewer than K finished hypotheses returns an empty string
     scored NEG_INF = -1e9 there) is left out, so a line may get fewer than ``nbest`` hypotheses; a real
     empty translation (EOS first) has a finite score and is kept. A blank line gets one hypothesis, "" scored 0,
-    without being decoded. None options take the recipe's §6.1 values; ``prefixes`` as ``translate_lines``'.
+    without being decoded. None options take the recipe's §6.1 values; ``prefixes`` and ``constraints`` as
+    ``translate_lines``'.
     """
     options = resolve_options(loaded, beam_size, alpha, extra_length)
     if not 1 <= nbest <= options[0]:
         raise ValueError(f"nbest: must be between 1 and the beam size K = {options[0]}, got {nbest}")
-    fn = loaded.fn if prefixes is None else _prefixed(loaded, lines, prefixes, options[2])
-    return _nbest_lines(loaded, fn, lines, nbest, batch_size, options, prefixes)
+    fn, aligned = _guided(loaded, lines, options[2], loaded.fn, prefixes, constraints)
+    return _nbest_lines(loaded, fn, lines, nbest, batch_size, options, aligned)
 
 
 def sample_lines(loaded, lines: Sequence[str], num_samples: int, top_k: int = 0, top_p: float = 1.0,
@@ -126,6 +133,33 @@ def check_prefixes(loaded, lines: Sequence[str], prefixes: Sequence[str], extra_
                              "search must choose at least one")
 
 
+def constraint_phrases(constraints: str) -> List[str]:
+    """A line's constraints, "phrase<TAB>phrase ...", as a list; blank ones dropped (as the signature does)."""
+    return [phrase for phrase in constraints.split("\t") if not is_blank(phrase)]
+
+
+def check_constraints(loaded, lines: Sequence[str], constraints: Sequence[str], extra_length: int,
+                      first_line: int = 1) -> None:
+    """A ValueError naming the first line (numbered from ``first_line``) with a constraint that tokenizes to no
+    subword, or whose constraints' subwords and EOS do not fit in its output (source subwords + EOS + extra_length,
+    at most the model's max_length; ``decoding.constraints``). Blank lines are not decoded."""
+    if len(constraints) != len(lines):
+        raise ValueError(f"constraints: {len(constraints)} lines of constraints for {len(lines)} lines; one per line")
+    limit = loaded.recipe.model.max_length
+    for i, (line, source, text) in enumerate(zip(lines, loaded.source_pieces(lines), constraints)):
+        phrases = constraint_phrases(text)
+        if is_blank(line) or not phrases:
+            continue
+        counts = loaded.target_pieces(phrases)
+        empty = [p for p, n in zip(phrases, counts) if n == 0]
+        if empty:
+            raise ValueError(f"constraints: line {first_line + i}: {empty[0]!r} tokenizes to no subword")
+        most = min(min(source, loaded.max_source_pieces) + 1 + extra_length, limit)
+        if sum(counts) + 1 > most:
+            raise ValueError(f"constraints: line {first_line + i}: {sum(counts)} subwords and EOS, but its output may "
+                             f"hold {most} (source subwords + EOS + extra_length {extra_length}, at most {limit})")
+
+
 def default_alignment_layer(loaded) -> int:
     """The decoder layer an alignment reads by default: the penultimate (Garg et al., 2019), or the only one."""
     return -min(2, loaded.recipe.model.num_decoder_layers)
@@ -169,6 +203,23 @@ def with_alignments(translations: Sequence[str], alignments: Sequence[str]) -> L
     return [f"{text} ||| {pairs}" for text, pairs in zip(translations, alignments)]
 
 
+def _guided(loaded, lines, extra_length, default, prefixes=None, constraints=None):
+    """(the function that decodes ``lines``, the string per line it takes after them or None): ``default``, or
+    ``loaded``'s with a target prefix or constraints once they are checked (a ValueError where it has none)."""
+    if prefixes is not None and constraints is not None:
+        raise ValueError("constraints: not with a target_prefix")
+    if prefixes is not None:
+        return _prefixed(loaded, lines, prefixes, extra_length), prefixes
+    if constraints is None:
+        return default, None
+    if loaded.constrained is None:
+        raise ValueError(f"constraints: {loaded.description} has no translate_with_constraints signature (a "
+                         "CTranslate2 directory, a parser, an ensemble, or an export written before constraints); "
+                         "re-export it with kt-export")
+    check_constraints(loaded, lines, constraints, extra_length)
+    return loaded.constrained, constraints
+
+
 def _prefixed(loaded, lines, prefixes, extra_length, field: str = "prefixed"):
     """``loaded``'s function with a target prefix (``field``: "prefixed" or "sample_prefixed") once the prefixes
     are checked; a ValueError where it has none."""
@@ -181,12 +232,12 @@ def _prefixed(loaded, lines, prefixes, extra_length, field: str = "prefixed"):
     return fn
 
 
-def _nbest_lines(loaded, fn, lines, nbest, batch_size, options, prefixes=None) -> NBest:
+def _nbest_lines(loaded, fn, lines, nbest, batch_size, options, aligned=None) -> NBest:
     """``fn``'s first ``nbest`` n-best slots of each line (empty ones left out), in input order."""
     blank = [is_blank(line) for line in lines]  # a blank line: "" scored 0, never decoded
     translations: List[List[str]] = [[""] if b else [] for b in blank]
     scores: List[List[float]] = [[0.0] if b else [] for b in blank]
-    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), prefixes):
+    for batch, out in run_batches(fn, lines, batch_size, options, _in_flight(loaded), aligned):
         texts = out["nbest_translations"].numpy()[:, :nbest]  # [B, n]
         values = out["nbest_scores"].numpy()[:, :nbest]  # [B, n]
         for i, row_texts, row_scores in zip(batch, texts, values):

@@ -20,6 +20,8 @@ at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 
     translate_with_prefix       inputs [B] string, target_prefix [B] string, beam_size, alpha, extra_length
         -> translate_with_options' outputs, every hypothesis starting with its input's prefix
     sample_with_prefix          inputs, target_prefix, then sample_with_options' options -> its outputs, prefixed
+    translate_with_constraints  inputs [B] string, constraints [B] string, beam_size, alpha, extra_length
+        -> translate_with_options' outputs, every hypothesis containing each of its input's constraints
     translate_with_alignment    inputs, beam_size, alpha, extra_length, alignment_layer [] int32, alignment_head []
                                 int32 -> translate_with_options' outputs, and alignment [B] string: the best
                                 hypothesis' word alignment to its input, Pharaoh "i-j ..." (``alignment``)
@@ -36,6 +38,12 @@ goes on from its subwords and the outputs include it. "" forces nothing. Its sub
 input's output may hold (source subwords + EOS + extra_length, at most the model's max_length): a longer one is
 refused with an InvalidArgumentError "target_prefix: must be shorter ...". Scores count the prefix's tokens:
 log P of the whole output (``kt-score`` of it gives the same number).
+
+A constraint (``decoding.constraints``: dynamic beam allocation) is a word or phrase in the target language,
+tokenized as the targets are, and met where the output holds its subwords (so as words of their own: "Hund" is
+not met inside "Seehund"); an input's constraints are one string, separated by tabs ("" or blank ones: none). Their
+subwords and EOS must fit in the input's output (source subwords + EOS + extra_length, at most the model's
+max_length): else an InvalidArgumentError "constraints: too long ...".
 
 A blank input (empty or whitespace only) is not translated: "" with score 0 (``serving.module``).
 ``source_ids`` are what the model reads: subword ids, then EOS, PAD (0) after. ``sequences`` hold no BOS,
@@ -86,7 +94,9 @@ IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
 SAMPLE_SIGNATURE = "sample_with_options"
 PREFIX_SIGNATURES = ("translate_with_prefix", "sample_with_prefix")  # beam search, sampling
 ALIGNMENT_SIGNATURES = ("translate_with_alignment", "align")  # the best translation's alignment, a given pair's
-TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES, *ALIGNMENT_SIGNATURES)  # beside the two of every task
+CONSTRAINT_SIGNATURE = "translate_with_constraints"
+TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES, *ALIGNMENT_SIGNATURES, CONSTRAINT_SIGNATURE)  # beside the
+# two of every task
 
 
 class Translator(ServingModule):
@@ -117,6 +127,9 @@ class Translator(ServingModule):
                 autograph=False)
             self.align = tf.function(self._align_text, input_signature=[checks.STRINGS, checks.TRANSLATIONS,
                                                                         *checks.ALIGNMENT], autograph=False)
+            self.translate_with_constraints = tf.function(
+                self._constrained_text, input_signature=[checks.STRINGS, checks.CONSTRAINTS, *checks.OPTIONS],
+                autograph=False)
 
     def text_signatures(self):
         return super().text_signatures() + (TEXT_SIGNATURES if self.tokenizer is not None else ())
@@ -146,18 +159,28 @@ class Translator(ServingModule):
     def _prefixed_text(self, inputs, target_prefix, beam_size, alpha, extra_length):
         """translate_with_prefix (module docstring): the default search (never the XLA one), each output forced to
         start with its prefix."""
-        inputs = checks.checked_rank(inputs, "inputs")
-        target_prefix = checks.checked_prefixes(target_prefix, inputs)
-        beam_size, alpha, extra_length = checks.checked_options(beam_size, alpha, extra_length)
+        return self._guided_text(inputs, target_prefix, "target_prefix", beam_size, alpha, extra_length)
 
-        def decode(kept, prefix):
+    def _constrained_text(self, inputs, constraints, beam_size, alpha, extra_length):
+        """translate_with_constraints (module docstring): the default search (never the XLA one) with dynamic beam
+        allocation, every output holding each of its input's constraints."""
+        return self._guided_text(inputs, constraints, "constraints", beam_size, alpha, extra_length)
+
+    def _guided_text(self, inputs, guide, name, beam_size, alpha, extra_length):
+        """The default search of ``inputs`` [B], guided by ``guide`` [B] string: a target prefix or constraints."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        guide = checks.checked_prefixes(guide, inputs, name)
+        beam_size, alpha, extra_length = checks.checked_options(beam_size, alpha, extra_length)
+        to_ids = self._prefix_ids if name == "target_prefix" else self._constraint_ids
+
+        def decode(kept, texts):
             source_ids, truncated = self.encode(kept)  # [B, S], [B]
             sequences, scores = beam_translate_ids(
                 self.model, source_ids, beam_size, alpha, extra_length, self.parallel_searches,
-                stop_rule=self.recipe.decode.stop_rule, target_prefix=self._prefix_ids((prefix,))[0])
+                stop_rule=self.recipe.decode.stop_rule, **{name: to_ids((texts,))[0]})
             return self._texts(sequences, scores, truncated, nbest=True)
 
-        return self.nonblank(inputs, decode, target_prefix)
+        return self.nonblank(inputs, decode, guide)
 
     def _aligned_text(self, inputs, beam_size, alpha, extra_length, layer, head):
         """translate_with_alignment (module docstring): translate_with_options' search, then the best hypothesis'
@@ -201,6 +224,14 @@ class Translator(ServingModule):
     def _prefix_ids(self, prefix):
         """() or (prefixes [B] string,) -> () or (their target subwords [B, P] int32, PAD after,)."""
         return tuple(self.tokenizer.target.tokenize(p).to_tensor(PAD_ID) for p in prefix)
+
+    def _constraint_ids(self, constraints):
+        """(constraints [B] string, tab-separated,) -> (their target subwords [B, C, L] int32, PAD after,): the C
+        phrases of each input that are not blank, tokenized one by one."""
+        phrases = tf.strings.split(constraints[0], "\t")  # [B, (C)]
+        phrases = tf.ragged.boolean_mask(phrases, ~tf.ragged.map_flat_values(checks.blank, phrases))
+        ids = self.tokenizer.target.tokenize(phrases.flat_values)  # [sum C, (L)]
+        return (tf.RaggedTensor.from_row_splits(ids, phrases.row_splits).to_tensor(PAD_ID),)
 
     # The ids signatures: each checks its inputs in the graph (rank, ids, the options' rules), then translates.
     def _ids_with_options(self, source_ids, beam_size, alpha, extra_length):
