@@ -124,8 +124,9 @@ def main(argv):
 
     def translate(lines, before):
         chunk = None if guides is None else checked_guides(translator, lines, guides, before, guide)
-        options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length,
-                   "prefixes" if guide == "target_prefix" else "constraints": chunk}
+        options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length}
+        if chunk is not None:
+            options["prefixes" if guide == "target_prefix" else "constraints"] = chunk
         if FLAGS.sampling or FLAGS.nbest > 1:
             if FLAGS.sampling:
                 sampling = {option: FLAGS[flag].value for flag, option in SAMPLING_FLAGS.items()}

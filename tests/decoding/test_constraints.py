@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import EOS_ID, PAD_ID
+from keras_transformer import PAD_ID
 from keras_transformer.decoding import NEG_INF, translate_ids
 from keras_transformer.decoding.constraints import advance, allocate
 from tests.decoding.test_prefix import SOURCES, _forced_score

@@ -114,7 +114,7 @@ def test_export_directory_describes_itself(exported, trained_workdir, eager):
                                                                           "parallel_searches": 2}
     assert info["signatures"] == ["serving_default", "translate_with_options", "sample_with_options",
                                   "translate_with_prefix", "sample_with_prefix", "translate_with_alignment", "align",
-                                  "translate_ids",
+                                  "translate_with_constraints", "translate_ids",
                                   "translate_ids_with_options"]
     assert info["precision"] == "float32"
     assert info["checkpoint"] == str(trained_workdir / "checkpoints" / "ckpt-12")
