@@ -167,7 +167,7 @@ def export_averaged(workdir: str, averaged: str, export_dir: str, data_dir: str,
     model, loaded_recipe, tokenizer = artifacts.load_model(workdir, "averaged", data_dir, task.corpus)
     if decode is not None:
         loaded_recipe = dataclasses.replace(loaded_recipe, decode=decode)
-    info = {"checkpoint": checkpoint_name(workdir, averaged)}
+    info = {"checkpoint": checkpoint_name(workdir, averaged), "training_policy": WorkDir(workdir).read_policy()}
     writer.write(task.module(model, tokenizer, loaded_recipe), export_dir, info=info)
     log(f"[4/5] exported the SavedModel to {export_dir}")
 

@@ -13,6 +13,7 @@
       train_summary.json       what the last training call did           WorkDir.train_summary
       pipeline.json            the kt-pipeline stages finished           WorkDir.pipeline_state
       corpus_fingerprint.json  the training corpus it was trained on     WorkDir.corpus_fingerprint (data_fingerprint)
+      precision.json           the dtype policy it trains under           WorkDir.precision (read/write_policy)
 
 Only names and the recipe file live here (no TensorFlow): writing and reading checkpoints is
 ``checkpoints/``, the lock is ``training/lock.py``.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from keras_transformer.config import Recipe
 
@@ -59,6 +60,14 @@ class WorkDir:
     train_summary = property(lambda self: self.root / "train_summary.json")
     pipeline_state = property(lambda self: self.root / "pipeline.json")
     corpus_fingerprint = property(lambda self: self.root / "corpus_fingerprint.json")
+    precision = property(lambda self: self.root / "precision.json")  # the Keras dtype policy the run trains under
+
+    def write_policy(self, policy: str) -> None:
+        self.precision.write_text(json.dumps({"policy": policy}) + "\n")
+
+    def read_policy(self) -> Optional[str]:
+        """The dtype policy the run trained under; None for a run from before it was recorded (never float16)."""
+        return json.loads(self.precision.read_text())["policy"] if self.precision.is_file() else None
 
     def write_recipe(self, recipe: Recipe) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,8 @@ MODEL_FLAGS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads"
 PARSING_FLAGS = ("align_words", "word_span", "bracket_depth", "tag_loss")
 TRAIN_FLAGS = ("train_steps", "max_train_minutes", "min_train_steps", "warmup_steps", "learning_rate_scale",
                "cooldown", "label_smoothing", "gradient_accumulation_steps", "checkpoint_every", "keep_checkpoints",
-               "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "mixed_precision",
-               "jit_compile", "seed")
+               "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "new_vocabulary",
+               "freeze", "mixed_precision", "jit_compile", "seed")
 _NUM_LAYERS_HELP = "N (§3.1) of the encoder and the decoder."
 _KINDS = {int: "integer", float: "float", bool: "boolean", str: "string"}
 _PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")

@@ -118,13 +118,14 @@ def _source_info(model_arg: str, checkpoint: str) -> dict:
     named as on the command line (relative paths stay relative: an export that is shipped names no machine)."""
     from keras_transformer.checkpoints import resolve_checkpoint
     from keras_transformer.serving import loading
+    from keras_transformer.workdir import WorkDir
 
     if loading.is_saved_model(model_arg):
         saved = loading.read_info(model_arg)
         return {"saved_model": model_arg,
-                **{k: saved[k] for k in ("checkpoint", "workdir") if k in saved}}
+                **{k: saved[k] for k in ("checkpoint", "workdir", "training_policy") if k in saved}}
     path = resolve_checkpoint(model_arg, checkpoint)
-    return {"checkpoint": str(path), "workdir": model_arg}
+    return {"checkpoint": str(path), "workdir": model_arg, "training_policy": WorkDir(model_arg).read_policy()}
 
 
 def _xla_buckets():

@@ -53,9 +53,18 @@ class TrainConfig:
     """Stop after N validations without a new best --keep_best_by; 0 = off."""
     init_from: str = ""
     """A training work directory or SavedModel whose weights and tokenizer start this run."""
+    new_vocabulary: bool = False
+    """With --init_from: train this run's own tokenizer on its data (--vocab_size may differ) instead of keeping
+    the source model's; pieces in both vocabularies keep their embedding rows, the others start from the paper's
+    initialisation."""
+    freeze: str = ""
+    """Weights kept bit-identical through training, comma-separated: embeddings (also the pre-softmax projection,
+    §3.4), encoder, decoder, a stack's layers (encoder:0-1, decoder:3) or a variable path prefix
+    (decoder/layer_0/cross_attention)."""
     mixed_precision: bool = False
-    """bfloat16 compute (mixed_bfloat16 policy) where the hardware multiplies in bfloat16 (TPU, GPU of compute
-    capability 8.0+, CPU with AMX or AVX512_BF16); float32 elsewhere (precision.py)."""
+    """Reduced-precision compute with float32 weights where the hardware has it: mixed_bfloat16 on a TPU, a GPU of
+    compute capability 8.0+ or a CPU with AMX or AVX512_BF16; mixed_float16 with dynamic loss scaling on a GPU of
+    compute capability 7.x; float32 elsewhere (precision.py)."""
     jit_compile: bool = False
     """XLA-compile the train step (no faster than the plain graph on CPU, and slower to warm up)."""
     seed: int = 1
@@ -82,3 +91,4 @@ class TrainConfig:
         _require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
         _require(not self.early_stopping_patience or self.keep_best_by, "early_stopping_patience",
                  "needs keep_best_by (the validation score it watches)")
+        _require(not self.new_vocabulary or self.init_from, "new_vocabulary", "needs init_from (the model it adapts)")

@@ -7,8 +7,9 @@ Three kinds of corpus, chosen by ``DataConfig.corpus``:
   paper's tensor2tensor code trained on); ``wmt14`` with en/fr is English-French
   (``wmt14_translate/fr-en``, §5.1). Splits: train, validation
   (newstest2013), test (newstest2014).
-* ``multi30k``: Multi30k Task 1 En-De, ``<data_dir>/multi30k-task1-en-de/<split>.<lang>.gz`` (train, val,
-  test_2016_flickr); downloaded, and checked by sha256, when the files are absent.
+* ``multi30k``: Multi30k Task 1, English with German, French or Czech,
+  ``<data_dir>/multi30k-task1-en-de/<split>.<lang>.gz`` (train, val, test_2016_flickr); downloaded, and checked
+  by sha256, when the files are absent.
 * ``text``: aligned local files ``<prefix>.<lang>`` or ``<prefix>.<lang>.gz``
   per split (``DataConfig.train_prefix/eval_prefix/test_prefix``). A prefix
   may be a glob (``data/train-*``) naming shard pairs ``<shard>.<lang>[.gz]``;
@@ -57,13 +58,19 @@ MULTI30K_SHA256 = {  # of the upstream .gz files (multi30k-task1-en-de/SOURCE.md
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
+    "val.fr.gz": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
+    "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
+    "train.cs.gz": "a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077",
+    "val.cs.gz": "b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc",
+    "test_2016_flickr.cs.gz": "200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1",
 }
 # TFDS builder of each corpus, by the pair's non-English language (the other side is English).
 TFDS_NAMES = {
     "wmt14": {"de": "wmt14_translate/de-en", "fr": "wmt14_translate/fr-en"},  # §5.1: WMT 2014 En-De and En-Fr
     "wmt_t2t": {"de": "wmt_t2t_translate/de-en"},
 }
-_LANGS = ("en", "de")
+_LANGS = ("en", "de", "fr", "cs")  # Task 1's sides; the folder is named for its first pair
 TEXT_CORPORA = ("multi30k", "wmt14", "wmt_t2t", "text")  # the DataConfig.corpus values TEXT reads
 
 
@@ -184,7 +191,7 @@ def split_shards(cfg: DataConfig, split: str, data_dir: Path) -> List[Tuple[Path
     elif cfg.corpus == "multi30k":
         for name, lang in zip(("source_lang", "target_lang"), langs):
             if lang not in _LANGS:
-                raise ValueError(f"{name}: multi30k has en and de only, got {lang!r}")
+                raise ValueError(f"{name}: multi30k has {', '.join(_LANGS)} only, got {lang!r}")
         paths = []
         for lang in langs:  # <split>.<lang> or <split>.<lang>.gz; fetched as .gz when neither is there
             path = _find(data_dir / MULTI30K_DIR / split, lang) or data_dir / MULTI30K_DIR / f"{split}.{lang}.gz"

@@ -190,7 +190,7 @@ class TensorBoardScalars(keras.callbacks.Callback):
     """Scalars for TensorBoard under ``<logdir>/train`` and ``<logdir>/validation``.
 
     Every ``every`` steps: loss, smoothed loss, NLL, perplexity, token accuracy,
-    learning rate, target tokens/s and step time (s). After each validation pass:
+    learning rate, the loss scale under mixed_float16, target tokens/s and step time (s). After each validation pass:
     the validation metrics. Tokens are the real target tokens counted by ``model.token_metrics``.
     """
 
@@ -220,6 +220,8 @@ class TensorBoardScalars(keras.callbacks.Callback):
         scalars = {k: float(v) for k, v in (logs or {}).items()}
         scalars["learning_rate"] = float(optimizer.learning_rate.numpy() if hasattr(optimizer.learning_rate, "numpy")
                                          else optimizer.learning_rate)
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):  # mixed_float16's dynamic loss scale S
+            scalars["loss_scale"] = float(optimizer.dynamic_scale.numpy())
         scalars["tokens_per_second"] = (tokens - tokens0) / max(now - t0, 1e-9)
         scalars["step_time"] = (now - t0) / (step - step0)
         with self.train_writer.as_default(step=step):

@@ -83,17 +83,20 @@ def compile_model(recipe: Recipe, strategy: Optional[tf.distribute.Strategy] = N
 
     ``accumulation``: micro-batches per update; default from :func:`batch_plan`. ``policy``: the Keras dtype
     policy; default ``mixed_bfloat16`` if ``recipe.train.mixed_precision`` else ``float32``, as asked
-    (:func:`train` asks ``precision.training_policy``, which grants bfloat16 only where the hardware has it).
+    (:func:`train` asks ``precision.training_policy``, which grants reduced precision only where the hardware has
+    it). Under ``mixed_float16`` Adam is wrapped in a ``LossScaleOptimizer`` (dynamic loss scaling).
     """
     strategy = strategy or tf.distribute.get_strategy()
     accumulation = accumulation or batch_plan(recipe, strategy).accumulation
-    # set every time, since the policy is process-global
-    keras.mixed_precision.set_global_policy(policy or ("mixed_bfloat16" if recipe.train.mixed_precision else "float32"))
+    policy = policy or ("mixed_bfloat16" if recipe.train.mixed_precision else "float32")
+    keras.mixed_precision.set_global_policy(policy)  # set every time, since the policy is process-global
     with strategy.scope():
-        model = build_trainer(recipe, recipe.train.label_smoothing, accumulation)
+        model = build_trainer(recipe, recipe.train.label_smoothing, accumulation, recipe.train.freeze)
         schedule = noam_schedule(recipe.model.d_model, recipe.train)
-        model.compile(optimizer=paper_adam(recipe.model.d_model, recipe.train, schedule),
-                      jit_compile=recipe.train.jit_compile)
+        optimizer = paper_adam(recipe.model.d_model, recipe.train, schedule)
+        if policy == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model.compile(optimizer=optimizer, jit_compile=recipe.train.jit_compile)
         model.optimizer.build(model.trainable_variables)
     model.lr_schedule = schedule  # Eq. 3, whose cooldown multiplier callbacks.Cooldown sets (not a weight)
     return model
@@ -158,6 +161,10 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     corpus = tasks.get(recipe).corpus
     position = data_fingerprint.check(recipe, workdir, data_dir, allow_data_change, chief) if datasets is None else None
     fresh = init_from.prepare_workdir(recipe, workdir, data_dir, corpus)
+    policy = precision.training_policy(recipe.train.mixed_precision, strategy,
+                                       lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+    if not fresh:
+        init_from.check_resume(workdir, recipe, policy)
     # Every worker resumes from the chief's newest intact checkpoint (a worker's own copies are removed once
     # written); a ValueError when every checkpoint is damaged.
     resume = checkpoints.resume_point(workdir)
@@ -167,6 +174,7 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     t = recipe.train
     plan = batch_plan(recipe, strategy)
     if chief and verbose != 0:
+        print(precision.policy_reason(policy, strategy), flush=True)
         print("\n".join(recipe_summary(recipe, paths.recipe_file)), flush=True)
         print(f"tokens per update: {plan.tokens_per_update} per side = {plan.replicas} replica(s) x "
               f"{plan.accumulation} micro-batch(es) x {plan.replica_tokens} (tokens_per_batch="
@@ -176,13 +184,16 @@ def _train(recipe: Recipe, workdir: str, data_dir: Optional[str], strategy: tf.d
     train_ds, eval_ds, tok = _datasets(recipe, workdir, data_dir, plan, corpus, datasets)
     if chief:  # the corpus has passed its check: from here on the run writes into the work directory
         paths.write_recipe(recipe)
+        paths.write_policy(policy)
         for prefix, problem in resume.damaged:
             kept = checkpoint_health.set_aside(prefix, str(paths.damaged))
             print(f"warning: skipped checkpoint {prefix}: {problem}; its files are kept in {kept}; resuming from "
                   f"{resume.intact}", file=sys.stderr, flush=True)
-    policy = precision.training_policy(t.mixed_precision, strategy,
-                                       lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     model = compile_model(recipe, strategy, plan.accumulation, policy)
+    if t.freeze and chief and verbose != 0:
+        frozen = [v for v in model.weights if v.path.split("/", 1)[-1] in model.frozen_paths]
+        print(f"freeze: {len(frozen)} variables, {sum(math.prod(v.shape) for v in frozen):,} parameters kept as they "
+              f"are (--freeze={t.freeze})", flush=True)
     state = checkpoints.CheckpointState(model, str(paths.checkpoints), t.keep_checkpoints, chief, task_id(strategy))
     start_step, tok = _start(recipe, model, state, resume, fresh, workdir, data_dir, corpus, tok)
     if start_step >= t.train_steps:
@@ -232,7 +243,7 @@ def _datasets(recipe: Recipe, workdir, data_dir, plan, corpus, datasets) -> tupl
 def _start(recipe: Recipe, model, state, resume, fresh: bool, workdir, data_dir, corpus, tok) -> tuple:
     """(the step the run starts from, the tokenizer if it was needed): the task's word tables, then the newest
     intact checkpoint, else --init_from's weights, and the piece counts of word dropout by frequency."""
-    if model.reads_context or recipe.model.source_token_dropout_alpha:
+    if model.reads_context or recipe.model.source_token_dropout_alpha or recipe.train.new_vocabulary:
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
     if model.reads_context:  # e.g. the parser's word tables, from the tokenizer (tasks/parsing/model.py)
         tasks.get(recipe).prepare_model(model, tok)
@@ -240,7 +251,7 @@ def _start(recipe: Recipe, model, state, resume, fresh: bool, workdir, data_dir,
     if start_step:
         logging.info("Resumed from step %d", start_step)
     elif fresh and recipe.train.init_from:
-        init_from.initial_weights(recipe.train.init_from, model, recipe)
+        init_from.initial_weights(recipe.train.init_from, model, recipe, tok, data_dir, corpus)
     # The piece counts of this run's training split, after --init_from; a resumed run's checkpoint holds them.
     if recipe.model.source_token_dropout_alpha and not start_step:
         model.set_piece_counts(source_piece_counts(recipe, workdir, tok, data_dir, corpus))

@@ -123,8 +123,8 @@ class Progress(keras.callbacks.Callback):
 
 
 def recipe_summary(recipe, recipe_file) -> list:
-    """What a run opens with: the recipe's name, model, data, budget and precision in a few lines (the whole
-    recipe is in ``recipe_file``)."""
+    """What a run opens with, after its precision (``precision.policy_reason``): the recipe's name, model, data and
+    budget in a few lines (the whole recipe is in ``recipe_file``)."""
     from keras_transformer.model import count_parameters
 
     m, d, t = recipe.model, recipe.data, recipe.train
@@ -140,5 +140,4 @@ def recipe_summary(recipe, recipe_file) -> list:
             f"{vocabulary}",
             f"  data: {d.corpus} {d.source_lang}->{d.target_lang}, {d.tokens_per_batch:,} tokens per batch, pairs up "
             f"to {d.max_length} subwords",
-            f"  budget: {budget}; a checkpoint every {t.checkpoint_every:,}, warm-up {t.warmup_steps:,} (Eq. 3)",
-            f"  precision: {'mixed_bfloat16 where the CPU or GPU has it' if t.mixed_precision else 'float32'}"]
+            f"  budget: {budget}; a checkpoint every {t.checkpoint_every:,}, warm-up {t.warmup_steps:,} (Eq. 3)"]

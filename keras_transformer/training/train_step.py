@@ -19,6 +19,10 @@ micro-batch of few tokens as much as a full one. The optimizer's iteration
 counter, and so Eq. 3, counts updates: update n gets the same learning rate
 with or without accumulation.
 
+Under ``mixed_float16`` (``precision.py``) the loss is scaled by the ``LossScaleOptimizer``'s S before
+the gradients are taken; the accumulated g is S times the true one, and the update applies g / S, or is
+skipped (S halved) when any of it overflowed.
+
 The accumulators live outside the checkpoint: checkpoints are written at update
 boundaries, where they are zero, and a run stopped mid-update resumes from the
 last full update, replaying that update's micro-batches (``training``).
@@ -36,6 +40,7 @@ from keras import ops
 from keras_transformer import _keras_compat, losses
 from keras_transformer.config import ModelConfig, Recipe
 from keras_transformer.model import Transformer, model_class
+from keras_transformer.training import freeze as freeze_lib
 
 
 class _Accumulators:
@@ -62,20 +67,24 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
     """
 
     inference_class = Transformer  # the model without this training step (model.build_like)
-    CONFIG_KEYS = ("label_smoothing", "accumulation")
+    CONFIG_KEYS = ("label_smoothing", "accumulation", "freeze")
 
     def __init__(self, config: Union[ModelConfig, dict], label_smoothing: float = 0.1, accumulation: int = 1,
-                 **kwargs):
+                 freeze: str = "", **kwargs):
         super().__init__(config, **kwargs)
         if accumulation < 1:
             raise ValueError(f"gradient_accumulation_steps: must be >= 1, got {accumulation}")
         self.label_smoothing = label_smoothing
         self.accumulation = accumulation
+        self.freeze = freeze  # TrainConfig.freeze: the weights training leaves alone (training/freeze.py)
+        self.frozen_paths = ()  # their variable paths without the model's name, once built (a tuple: not tracked)
         self.token_metrics = losses.TokenMetrics()
         self._accumulators = None  # created by build(), in the strategy's scope
 
     def build(self, input_shape=None):
         super().build(input_shape)
+        if self.freeze and not self.frozen_paths:  # before the accumulators and the optimizer see trainable_variables
+            self.frozen_paths = tuple(freeze_lib.freeze(self, self.freeze))
         if self.accumulation > 1 and self._accumulators is None:
             self._accumulators = _Accumulators(self.trainable_variables)
 
@@ -106,7 +115,8 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
             stats, extra = self._statistics(data, training=True)  # [B, T, 4]
             tokens = losses.global_token_count(stats)  # T_i, all replicas
             loss = (ops.sum(stats[..., losses.SMOOTHED]) + extra) / tokens
-        grads = tape.gradient(loss, self.trainable_variables)
+            loss = self.optimizer.scale_loss(loss)  # S * loss under mixed_float16 (precision.py); else loss itself
+        grads = tape.gradient(loss, self.trainable_variables)  # S * ĝ_i
         if self.accumulation == 1:
             self.optimizer.apply(grads, self.trainable_variables)
         else:
@@ -141,17 +151,24 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         strategy.extended.update(acc.tokens, _add, args=(tokens,), group=False)
         micro_steps = acc.micro_steps.assign_add(1)
 
-        def apply():
-            optimizer = self.optimizer
+        def update(grads):
+            optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # Adam under a loss scale too
             learning_rate = optimizer.learning_rate  # Eq. 3 at the update count
-            total = acc.tokens.read_value()  # Σ T_i
-            for variable, summed in zip(self.trainable_variables, acc.grads):
+            for variable, grad in zip(self.trainable_variables, grads):
                 # What Keras' own optimizer.apply does per variable under a strategy, without its
                 # replica-context merge_call (we are already in cross-replica context).
                 strategy.extended.update(
                     variable.value, lambda var, g: optimizer.update_step(g, var, learning_rate),
-                    args=(summed.read_value() / total,), group=False)
+                    args=(grad,), group=False)
             optimizer.iterations.assign_add(1)
+
+        def apply():
+            total = acc.tokens.read_value()  # Σ T_i
+            grads = [summed.read_value() / total for summed in acc.grads]  # g, times S under a loss scale
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                _apply_scaled(self.optimizer, grads, update)
+            else:
+                update(grads)
             for variable in acc.grads:
                 variable.assign(tf.zeros_like(variable))
             acc.tokens.assign(0.0)
@@ -160,7 +177,28 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         return tf.cond(micro_steps % self.accumulation == 0, apply, lambda: tf.constant(False))
 
     def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing, "accumulation": self.accumulation}
+        return {**super().get_config(), "label_smoothing": self.label_smoothing, "accumulation": self.accumulation,
+                "freeze": self.freeze}
+
+
+def _apply_scaled(optimizer, grads, update) -> None:
+    """``LossScaleOptimizer.apply``'s rule in cross-replica context: ``update(g / S)`` when every gradient is finite
+    (S doubled after ``dynamic_growth_steps`` such updates in a row), else skip the update and halve S."""
+    scale, counter = optimizer.dynamic_scale, optimizer.step_counter
+
+    def finite():
+        update([g / scale for g in grads])
+        grow = counter == optimizer.dynamic_growth_steps - 1
+        scale.assign(tf.where(grow, scale * 2.0, scale))
+        counter.assign(tf.where(grow, tf.zeros_like(counter), counter + 1))
+        return tf.constant(True)
+
+    def overflow():
+        scale.assign(scale * 0.5)
+        counter.assign(tf.zeros_like(counter))
+        return tf.constant(False)
+
+    tf.cond(optimizer.check_finite(grads), finite, overflow)
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,10 +210,10 @@ def trainer_class(model_cls: type) -> type:
 
 
 def build_trainer(recipe: Union[Recipe, ModelConfig], label_smoothing: float,
-                  accumulation: int = 1) -> TransformerTrainer:
+                  accumulation: int = 1, freeze: str = "") -> TransformerTrainer:
     """A built trainer of a recipe's model (of the paper's, for a ``ModelConfig``), all weights and accumulators
-    created; call under the strategy's scope."""
-    kwargs = dict(label_smoothing=label_smoothing, accumulation=accumulation, name="transformer")
+    created, the ``freeze`` weights not trainable; call under the strategy's scope."""
+    kwargs = dict(label_smoothing=label_smoothing, accumulation=accumulation, freeze=freeze, name="transformer")
     if isinstance(recipe, ModelConfig):
         model = TransformerTrainer(recipe, **kwargs)
     else:

@@ -63,3 +63,49 @@ def test_resuming_with_another_shape_or_tokenizer_is_refused_and_writes_nothing(
     with pytest.raises(ValueError, match=r"^tokenizer: .* was trained with tokenizer/tiny_inference.model"):
         init_from.prepare_workdir(inference_recipe(), workdir)
     assert {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()} == before
+
+
+def _pieces(tokenizer):
+    return [p.decode() for p in tokenizer.id_to_piece(list(range(tokenizer.vocab_size))).numpy()]
+
+
+def test_a_new_vocabulary_keeps_the_rows_of_the_pieces_both_share(trained_workdir, tmp_path, multi30k_text):
+    """--new_vocabulary: this run's own tokenizer; a piece of both vocabularies keeps its source row exactly, a new
+    piece its fresh initialisation; every other weight is the source's."""
+    import keras
+
+    english, german = multi30k_text
+    reversed_text = [line[::-1] for line in german[500:] + english[500:]]  # other merges over the same characters
+    new = tokenizer_lib.Tokenizer.train(reversed_text, 420, tmp_path / "tok" / "new", sample_lines=2000)
+    recipe = _fine_tune_recipe(trained_workdir)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, vocab_size=new.vocab_size),
+                                 train=dataclasses.replace(recipe.train, new_vocabulary=True))
+    assert init_from.prepare_workdir(recipe, tmp_path / "new") is True
+    assert not (tmp_path / "new" / "tokenizer").exists()  # nothing copied: the run trains its own
+    keras.utils.set_random_seed(3)
+    model = training.compile_model(recipe)
+    fresh = model.get_layer("shared_embedding").embeddings.numpy()
+    init_from.initial_weights(trained_workdir, model, recipe, new)
+
+    source, _, source_tokenizer = artifacts.load_model(trained_workdir, "latest")
+    old_rows = {piece: i for i, piece in enumerate(_pieces(source_tokenizer))}
+    ours, theirs = model.get_layer("shared_embedding").embeddings.numpy(), source.embedding.embeddings.numpy()
+    kept = 0
+    for j, piece in enumerate(_pieces(new)):
+        if piece in old_rows:
+            np.testing.assert_array_equal(ours[j], theirs[old_rows[piece]])
+            kept += 1
+        else:
+            np.testing.assert_array_equal(ours[j], fresh[j])
+    assert 4 < kept < new.vocab_size  # the reserved pieces and the bytes at least; not all
+    by_path = {w.path: w.numpy() for w in source.weights}
+    for weight in model.weights:
+        if "embedding" not in weight.path:
+            np.testing.assert_array_equal(weight.numpy(), by_path[weight.path])
+
+
+def test_another_vocab_size_without_new_vocabulary_is_refused(trained_workdir):
+    recipe = _fine_tune_recipe(trained_workdir)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, vocab_size=320))
+    with pytest.raises(ValueError, match=r"^vocab_size: .* vocab_size=400, this run asks for 320; --new_vocabulary"):
+        init_from.prepare_workdir(recipe, "unused")
