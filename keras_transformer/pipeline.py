@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from keras_transformer import artifacts, inference, tasks, training
 from keras_transformer.checkpoints import averaging
 from keras_transformer.config import DecodeConfig, Recipe
-from keras_transformer.data import corpora
+from keras_transformer.data import corpora, multilingual
 from keras_transformer.serving import loading, writer
 from keras_transformer.workdir import WorkDir
 
@@ -58,6 +58,8 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
     """
     task = tasks.get(recipe)
     samples = list(task.sample_sentences if samples is None else samples)
+    if recipe.data.target_langs:  # one model, several targets: each sample into each
+        samples = [multilingual.tagged(lang, line) for lang in recipe.data.target_langs for line in samples]
     data_dir = str(corpora.resolve_data_dir(data_dir))
     stages = Stages(workdir, recipe, eval_sentences)
     if stages.get("trained") and Path(f"{stages.get('trained')['averaged']}.index").is_file():
@@ -69,22 +71,28 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
         stages.finish("trained", {"averaged": averaged, "record": trained})
 
     inputs, references = task.read_split(recipe, recipe.data.test_split, data_dir)
-    if eval_sentences:
-        inputs, references = inputs[:eval_sentences], references[:eval_sentences]
+    if eval_sentences:  # the first N of each direction (read_split gives a multi-target recipe's in turn)
+        size, directions = len(inputs) // (len(recipe.data.target_langs) or 1), len(recipe.data.target_langs) or 1
+        inputs, references = ([x for i in range(directions) for x in part[i * size:i * size + eval_sentences]]
+                              for part in (inputs, references))
     evaluated = stages.get("evaluated")
     if evaluated and evaluated["averaged"] == averaged:
         decode = dataclasses.replace(recipe.decode, **evaluated["decode"])
         alpha_scores, scores = evaluated["alpha_scores"], evaluated["scores"]
+        by_direction = evaluated.get("by_direction", {})
         log(f"[3/5] already evaluated on {recipe.data.test_split} ({len(inputs)} sentences, α {decode.alpha:g}): "
             f"{task.format_scores(scores)}")
     else:
         averaged_model = inference.load(workdir, "averaged", data_dir)
         decode, alpha_scores = choose_alpha(recipe, averaged_model, data_dir, log)
-        scores, _ = task.evaluate(averaged_model, inputs, references, alpha=decode.alpha)
+        scores, decoded = task.evaluate(averaged_model, inputs, references, alpha=decode.alpha)
         log(f"[3/5] {recipe.data.test_split} ({len(inputs)} sentences, beam {decode.beam_size}, α {decode.alpha:g}, "
             f"{scores['seconds']:.0f} s): {task.format_scores(scores)}")
+        by_direction = _by_direction(task, recipe, decoded.outputs, references)
         stages.finish("evaluated", {"averaged": averaged, "alpha_scores": alpha_scores, "scores": scores,
-                                    "decode": {"alpha": decode.alpha}})
+                                    "by_direction": by_direction, "decode": {"alpha": decode.alpha}})
+    for pair, (line, _) in by_direction.items():
+        log(f"      {pair}: {line}")
     for shipped in shipped_results(recipe, export_dir):
         log(f"      shipped {os.path.relpath(shipped['export_dir'])} ({shipped['recipe']}, "
             f"{shipped['train_seconds'] / 60:.0f} min of training): {task.metric.upper()} {shipped[task.metric]:.2f}; "
@@ -104,10 +112,23 @@ def run_job(recipe: Recipe, workdir: str, export_dir: str, data_dir: Optional[st
         "test_split": recipe.data.test_split,
         "test_sentences": len(inputs),
         **task.results(scores),
+        **({"by_direction": {pair: results for pair, (_, results) in by_direction.items()}} if by_direction else {}),
         "decode": {"beam_size": decode.beam_size, "alpha": decode.alpha, "extra_length": decode.extra_length,
                    **({f"alpha_val_{task.metric}": alpha_scores} if alpha_scores else {})},
         "samples": dict(zip(samples, outputs)),
     })
+
+
+def _by_direction(task, recipe: Recipe, outputs: Sequence[str], references: Sequence) -> dict:
+    """{source-target: (its scores' line, its results)} of a multi-target recipe's test outputs, which
+    ``read_split`` gives each direction's in turn ({} for one target)."""
+    langs = recipe.data.target_langs
+    size = len(references) // max(len(langs), 1)
+    found = {}
+    for i, lang in enumerate(langs):
+        scores = task.score(outputs[i * size:(i + 1) * size], references[i * size:(i + 1) * size])
+        found[f"{recipe.data.source_lang}-{lang}"] = (task.format_scores(scores), task.results(scores))
+    return found
 
 
 def choose_alpha(recipe: Recipe, loaded, data_dir: str, log=print, grid: Optional[Tuple[float, ...]] = None

@@ -91,7 +91,8 @@ def training_policy(mixed_precision: bool, strategy: tf.distribute.Strategy, war
 def policy_reason(policy: str, strategy: tf.distribute.Strategy, cpuinfo: str = "/proc/cpuinfo") -> str:
     """The line a training run opens with: its policy and the hardware that chose it."""
     if policy == "mixed_bfloat16":
-        return f"precision: mixed_bfloat16 (bfloat16 compute, float32 weights) on {bfloat16_hardware(strategy, cpuinfo)}"
+        return (f"precision: mixed_bfloat16 (bfloat16 compute, float32 weights) on "
+                f"{bfloat16_hardware(strategy, cpuinfo)}")
     if policy == "mixed_float16":
         return (f"precision: mixed_float16 (float16 compute, float32 weights, dynamic loss scaling) on "
                 f"{float16_hardware(strategy) or 'this machine'}, which has no bfloat16")

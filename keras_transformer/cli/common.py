@@ -20,8 +20,8 @@ FLAGS = flags.FLAGS
 
 # The recipe fields a flag may change, by config; each flag is named as its field and takes its type and help from
 # it (config.field_help), so that a config's "field: ..." error names the flag.
-DATA_FLAGS = ("corpus", "source_lang", "target_lang", "train_prefix", "eval_prefix", "test_prefix", "treebank",
-              "tree_leaves", "train_split", "eval_split", "test_split", "max_length", "tokens_per_batch",
+DATA_FLAGS = ("corpus", "source_lang", "target_lang", "target_langs", "train_prefix", "eval_prefix", "test_prefix",
+              "treebank", "tree_leaves", "train_split", "eval_split", "test_split", "max_length", "tokens_per_batch",
               "max_tokens_per_device", "bucket_boundaries", "shuffle_buffer", "tokenizer_sample_lines", "bpe_dropout")
 MODEL_FLAGS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads", "num_layers", "num_encoder_layers",
                "num_decoder_layers", "dropout", "attention_dropout", "relu_dropout", "source_token_dropout",
@@ -91,6 +91,8 @@ def _data_changes(flag_values) -> dict:
             changes["bucket_boundaries"] = tuple(int(b) for b in boundaries)
         except ValueError:
             fail(f"--bucket_boundaries: expected comma-separated integers, got {','.join(boundaries)!r}")
+    if changes["target_langs"] is not None:
+        changes["target_langs"] = tuple(changes["target_langs"])
     given = [name for name in _PREFIXES if changes[name] is not None]
     if given and changes["corpus"] is None:
         changes["corpus"] = "text"  # your own files: the recipe's corpus gives way; its model and training stay

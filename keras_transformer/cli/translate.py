@@ -84,6 +84,8 @@ flags.DEFINE_boolean("alignment", False, "Write each translation's word alignmen
 flags.DEFINE_integer("alignment_layer", None, "With --alignment: the decoder layer whose cross-attention aligns, from "
                      "0 (negative: from the last); default the penultimate (-2), or the only one.")
 flags.DEFINE_integer("alignment_head", -1, "With --alignment: the head that aligns, from 0; -1 averages the heads.")
+flags.DEFINE_string("target_lang", None, "For a model of several target languages (trained with --target_langs): "
+                    "translate into this one (each line gets its tag, <2fr>; lines may also carry their own).")
 FLAGS = flags.FLAGS
 SAMPLING_FLAGS = {"sampling_topk": "top_k", "sampling_topp": "top_p", "sampling_temperature": "temperature"}
 
@@ -95,6 +97,7 @@ def main(argv):
     if not FLAGS.sampling:
         decode_flags.check_nbest(FLAGS.nbest)
     from keras_transformer import inference
+    from keras_transformer.data import multilingual
     from keras_transformer.tasks.translation import lines as translation_lines
 
     for flag in ("sampling", "target_prefix"):
@@ -117,12 +120,16 @@ def main(argv):
                     "it with kt-export)")
     if not FLAGS.sampling:
         decode_flags.check_nbest(FLAGS.nbest, translator)
+    if FLAGS.target_lang is not None:
+        check_target_lang(translator)
     alignment = alignment_options(translator) if FLAGS.alignment else None
     if FLAGS.nbest > 1 and not inference.task_of(translator).nbest:
         common.fail(f"--nbest: {FLAGS.model} is a {inference.task_of(translator).name} model; its outputs have no "
                     "n-best lists")
 
     def translate(lines, before):
+        if FLAGS.target_lang is not None:  # Johnson et al. (2017): the target's tag leads the source
+            lines = [multilingual.tagged(FLAGS.target_lang, line) if line.strip() else line for line in lines]
         chunk = None if guides is None else checked_guides(translator, lines, guides, before, guide)
         options = {"batch_size": FLAGS.batch_size, "alpha": FLAGS.alpha, "extra_length": FLAGS.extra_length}
         if chunk is not None:
@@ -164,6 +171,20 @@ def main(argv):
     cut_summary = decode_flags.long_lines_summary(cut, translator.max_source_pieces)
     print(f"translated {count} lines in {seconds:.1f} s ({count / max(seconds, 1e-9):.1f} lines/s) with "
           f"{translator.description}{cut_summary}", file=sys.stderr)
+
+
+def check_target_lang(translator) -> None:
+    """Exit with one line unless --target_lang is one of the model's target languages (its recipe's
+    target_langs), or when --alignment would align the tag as a word."""
+    from keras_transformer.data import multilingual
+
+    known = translator.recipe.data.target_langs if translator.recipe is not None else ()
+    try:
+        multilingual.check_target_lang(known, FLAGS.target_lang)
+    except ValueError as e:
+        common.fail(str(e))
+    if FLAGS.alignment:
+        common.fail("--alignment: not with --target_lang (the tag would be aligned as a source word)")
 
 
 def check_sampling_flags() -> None:

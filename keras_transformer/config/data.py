@@ -20,6 +20,9 @@ class DataConfig:
     """Source language code; for corpus text the source files' suffix."""
     target_lang: str = "de"
     """Target language code; for corpus text the target files' suffix."""
+    target_langs: Tuple[str, ...] = ()
+    """Several target languages in one model (Johnson et al., 2017), comma-separated, e.g. de,fr,cs: the union of
+    the directions source_lang -> each, every source tagged <2lang> (a reserved piece); --target_lang must be one."""
     train_split: str = "train"
     """Name of the training split (e.g. train)."""
     eval_split: str = "val"
@@ -71,6 +74,12 @@ class DataConfig:
                  f"{self.tree_leaves!r}")
         _require(self.corpus in CORPORA, "corpus", f"unknown corpus {self.corpus!r}; expected {', '.join(CORPORA)}")
         _require(self.source_lang != self.target_lang, "target_lang", "must differ from source_lang")
+        if self.target_langs:
+            langs = tuple(self.target_langs)
+            _require(len(set(langs)) == len(langs) and self.source_lang not in langs, "target_langs",
+                     f"must be distinct languages other than source_lang {self.source_lang}, got {','.join(langs)}")
+            _require(self.target_lang in langs, "target_lang",
+                     f"must be one of target_langs ({','.join(langs)}), got {self.target_lang}")
         _require(self.max_length > 1, "max_length", f"must be > 1, got {self.max_length}")
         _require(self.tokens_per_batch > 0, "tokens_per_batch", f"must be positive, got {self.tokens_per_batch}")
         _require(self.max_tokens_per_device >= 0, "max_tokens_per_device",

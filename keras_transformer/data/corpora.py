@@ -30,7 +30,6 @@ in :class:`CorpusStats`; the pipeline skips those pairs in-graph, as it does for
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import hashlib
 import os
@@ -42,9 +41,9 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer.config import DataConfig
-from keras_transformer.data import fetch, validation
+from keras_transformer.data import fetch, multilingual, validation
 from keras_transformer.data.files import file_fingerprint, read_lines  # noqa: F401  (read_lines: also from here)
-from keras_transformer.data.reader import Corpus
+from keras_transformer.data.reader import Corpus, CorpusStats  # noqa: F401  (CorpusStats: also from here)
 from keras_transformer.workdir import WorkDir
 
 MULTI30K_DIR = "multi30k-task1-en-de"
@@ -72,29 +71,6 @@ TFDS_NAMES = {
 }
 _LANGS = ("en", "de", "fr", "cs")  # Task 1's sides; the folder is named for its first pair
 TEXT_CORPORA = ("multi30k", "wmt14", "wmt_t2t", "text")  # the DataConfig.corpus values TEXT reads
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusStats:
-    """What loading one split read and skipped.
-
-    For local text the counts come from the streaming check (``validation.py``);
-    a sharded split names its first shard. For TFDS corpora the counts are
-    ``None``: the 4.5M WMT14 pairs are not read up front. Either way empty pairs
-    are dropped in-graph as the dataset is iterated.
-    """
-
-    source_file: str
-    target_file: str
-    pairs_read: Optional[int]
-    empty_skipped: Optional[int]
-
-    @property
-    def pairs(self) -> Optional[int]:
-        """Pairs the dataset yields (read minus skipped)."""
-        if self.pairs_read is None or self.empty_skipped is None:
-            return None
-        return self.pairs_read - self.empty_skipped
 
 
 def corpus_data_dir(data, flag_value: Union[str, os.PathLike, None] = None) -> Union[str, os.PathLike, None]:
@@ -245,6 +221,8 @@ def fingerprint(cfg: DataConfig, split: str, data_dir=None) -> str:
 
     Keys the tokenizer cache: a copied or touched corpus keeps its tokenizer, so a run resumes.
     """
+    if cfg.target_langs:
+        return multilingual.fingerprint(TEXT, cfg, split, data_dir)
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         text = f"tfds:{tfds_name(cfg)}:{split}"
     else:
@@ -325,6 +303,8 @@ def load_split(cfg: DataConfig, split: str, data_dir=None, workdir=None) -> Tupl
     (``validation.check``); the result is cached under ``<workdir>/corpus`` when
     ``workdir`` is given, and for the process in any case.
     """
+    if cfg.target_langs:  # several targets in one model: each direction's pairs, sources tagged, in turn
+        return multilingual.load_split(TEXT, cfg, split, data_dir, workdir)
     if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
         return _load_tfds(cfg, split)
     shards = split_shards(cfg, split, resolve_data_dir(data_dir))
@@ -347,6 +327,8 @@ class TextCorpus(Corpus):
     def training_fingerprint(self, cfg, data_dir=None):
         """{"tfds": builder:split} for a TFDS corpus, else {"files": {path: files.file_fingerprint}}."""
         split = cfg.train_split
+        if cfg.target_langs:
+            return multilingual.training_fingerprint(self, cfg, data_dir)
         if cfg.corpus in TFDS_NAMES and not split.startswith("newstest"):
             return {"tfds": f"{tfds_name(cfg)}:{split}"}
         shards = split_shards(cfg, split, resolve_data_dir(data_dir))
@@ -355,7 +337,10 @@ class TextCorpus(Corpus):
     def tokenizer_text(self, cfg, data_dir, workdir, side):
         """Local text: the seeded sample of at most ``tokenizer_sample_lines`` sentences that the corpus check
         draws and caches under ``<workdir>/corpus`` (all of Multi30k's 58,000 training sentences, in file
-        order); TFDS corpora: a shuffled prefix of that many pairs."""
+        order); TFDS corpora: a shuffled prefix of that many pairs. Several target languages: each direction's,
+        the tags (``multilingual``) atomic words of the source side."""
+        if cfg.target_langs:
+            return multilingual.tokenizer_text(self, cfg, data_dir, workdir, side)
         if cfg.corpus not in TFDS_NAMES:
             shards = split_shards(cfg, cfg.train_split, resolve_data_dir(data_dir))
             check = validation.check(shards, cache_dir=WorkDir(workdir).corpus_cache,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -37,3 +38,26 @@ class Corpus:
     def tokenizer_key(self, cfg: DataConfig) -> dict:
         """What else names this corpus's tokenizer in its cache key (``tokenizer.cache_key``)."""
         return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusStats:
+    """What loading one split read and skipped.
+
+    For local text the counts come from the streaming check (``validation.py``);
+    a sharded split names its first shard. For TFDS corpora the counts are
+    ``None``: the 4.5M WMT14 pairs are not read up front. Either way empty pairs
+    are dropped in-graph as the dataset is iterated.
+    """
+
+    source_file: str
+    target_file: str
+    pairs_read: Optional[int]
+    empty_skipped: Optional[int]
+
+    @property
+    def pairs(self) -> Optional[int]:
+        """Pairs the dataset yields (read minus skipped)."""
+        if self.pairs_read is None or self.empty_skipped is None:
+            return None
+        return self.pairs_read - self.empty_skipped

@@ -222,10 +222,11 @@ def cache_key(recipe, data_dir=None, side: Optional[str] = None, digest: bool = 
     ``side`` ("source" or "target") names one language's model of separate vocabularies (None: the shared one).
     """
     cfg = recipe.data
+    targets = cfg.target_langs or (cfg.target_lang,)
     if side is None:
-        langs = "-".join(sorted((cfg.source_lang, cfg.target_lang)))  # shared vocabulary: direction-free
+        langs = "-".join(sorted((cfg.source_lang, *targets)))  # shared vocabulary: direction-free
     else:
-        langs = cfg.source_lang if side == "source" else cfg.target_lang
+        langs = cfg.source_lang if side == "source" else "-".join(targets)
     name = f"{cfg.corpus}_{langs}_bpe{recipe.model.vocab_size}"
     if not digest:
         return name

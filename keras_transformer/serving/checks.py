@@ -1,9 +1,9 @@
 """What every exported signature checks in the graph before it decodes, and how it bounds its inputs.
 
-    STRINGS, IDS, OPTIONS, SAMPLING, PREFIXES, TRANSLATIONS, CONSTRAINTS, ALIGNMENT   the input specs: inputs [B]
-                                               string, source_ids [B, S], options [], target_prefix [B] string,
-                                               translations [B] string, constraints [B] string, alignment_layer
-                                               [], alignment_head []
+    STRINGS, IDS, OPTIONS, SAMPLING, PREFIXES, TRANSLATIONS, CONSTRAINTS, ALIGNMENT, TARGET_LANGS   the input
+                                               specs: inputs [B] string, source_ids [B, S], options [],
+                                               target_prefix [B] string, translations [B] string, constraints [B]
+                                               string, alignment_layer [], alignment_head [], target_lang [B]
     checked_rank(value, name)                  value, its rank asserted
     checked_options(beam_size, alpha, extra_length)   each asserted to follow config.DECODE_OPTIONS
     checked_sampling(num_samples, top_k, top_p, temperature, seed)   likewise, config.SAMPLING_OPTIONS
@@ -37,12 +37,13 @@ PREFIXES = tf.TensorSpec(None, tf.string, name="target_prefix")  # [B], one per 
 TRANSLATIONS = tf.TensorSpec(None, tf.string, name="translations")  # [B], one per input (``align``)
 # [B], one per input: its constraints (words or phrases) separated by tabs ("" for none)
 CONSTRAINTS = tf.TensorSpec(None, tf.string, name="constraints")
+TARGET_LANGS = tf.TensorSpec(None, tf.string, name="target_lang")  # [B]: a multi-target model's language per input
 # the cross-attention layer (negative: from the last) and head (-1: the heads averaged) an alignment reads: scalars
 ALIGNMENT = (tf.TensorSpec(None, tf.int32, name="alignment_layer"), tf.TensorSpec(None, tf.int32,
                                                                                    name="alignment_head"))
 _RANKS = {"inputs": (1, "a vector [B] of strings"), "source_ids": (2, "a matrix [B, S] of subword ids"),
           **{name: (1, "a vector [B] of strings, one per input") for name in ("target_prefix", "translations",
-                                                                                    "constraints")},
+                                                                                    "constraints", "target_lang")},
           **{name: (0, "a scalar") for name in ("beam_size", "alpha", "extra_length", "seed", "alignment_layer",
                                                "alignment_head", *SAMPLING_OPTIONS)}}
 # sample_with_options' inputs after ``inputs`` (then alpha and extra_length, as OPTIONS): scalars

@@ -15,7 +15,8 @@ Each takes ``prefixes=``, a target prefix per line ("" for none): every output o
 none): every output of line i contains each (``decoding.constraints``; translate_with_constraints).
     check_constraints(loaded, lines, constraints, extra_length)   a ValueError naming a line's constraint that has
         no subword, or constraints too long for the line
-    format_nbest(NBest, first=0) -> lines "i ||| translation ||| score";  format_scored(...) -> lines "score<TAB>translation"
+    format_nbest(NBest, first=0) -> lines "i ||| translation ||| score"
+    format_scored(...) -> lines "score<TAB>translation"
 
 A SavedModel, a work directory and a CTranslate2 directory all run through their ``translate_with_options``
 function; ``translate_lines`` through its best-only form where the model has one (``Loaded.best``: a

@@ -27,6 +27,9 @@ at the recipe's §6.1 values — beam 4, α = 0.6, max output = source length + 
                                 hypothesis' word alignment to its input, Pharaoh "i-j ..." (``alignment``)
     align                       inputs [B] string, translations [B] string, alignment_layer, alignment_head
         -> alignment [B] string: each given pair's word alignment (the translation teacher-forced)
+    translate_to                inputs [B] string, target_lang [B] string, beam_size, alpha, extra_length
+        -> translate_with_options' outputs, each input translated into its language (a model trained with
+           several target languages only: ``data/multilingual.py``; an unknown language is refused)
 
 An alignment reads one decoder layer's cross-attention (``alignment_layer``: -L ... L-1, negative from the last;
 kt-translate's default -2, the penultimate) with its heads averaged (``alignment_head`` -1) or one head; the
@@ -80,6 +83,7 @@ import tensorflow as tf
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.checkpoints.names import variable_names
 from keras_transformer.config import XlaBuckets
+from keras_transformer.data import multilingual
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding.ensemble import Ensemble, ensemble_translate_ids
@@ -95,6 +99,7 @@ SAMPLE_SIGNATURE = "sample_with_options"
 PREFIX_SIGNATURES = ("translate_with_prefix", "sample_with_prefix")  # beam search, sampling
 ALIGNMENT_SIGNATURES = ("translate_with_alignment", "align")  # the best translation's alignment, a given pair's
 CONSTRAINT_SIGNATURE = "translate_with_constraints"
+TARGET_SIGNATURE = "translate_to"  # a multi-target model's (data/multilingual.py)
 TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES, *ALIGNMENT_SIGNATURES, CONSTRAINT_SIGNATURE)  # beside the
 # two of every task
 
@@ -130,9 +135,30 @@ class Translator(ServingModule):
             self.translate_with_constraints = tf.function(
                 self._constrained_text, input_signature=[checks.STRINGS, checks.CONSTRAINTS, *checks.OPTIONS],
                 autograph=False)
+            if recipe.data.target_langs:
+                self.translate_to = tf.function(
+                    self._text_to, input_signature=[checks.STRINGS, checks.TARGET_LANGS, *checks.OPTIONS],
+                    autograph=False)
 
     def text_signatures(self):
-        return super().text_signatures() + (TEXT_SIGNATURES if self.tokenizer is not None else ())
+        if self.tokenizer is None:
+            return super().text_signatures()
+        return super().text_signatures() + TEXT_SIGNATURES + ((TARGET_SIGNATURE,) if self.recipe.data.target_langs
+                                                              else ())
+
+    def _text_to(self, inputs, target_lang, beam_size, alpha, extra_length):
+        """translate_to (module docstring): each input tagged with its target language's piece, then
+        translate_with_options; a language the model was not trained for is refused."""
+        inputs = checks.checked_rank(inputs, "inputs")
+        target_lang = checks.checked_prefixes(target_lang, inputs, "target_lang")
+        langs = self.recipe.data.target_langs
+        found = tf.equal(target_lang[:, None], tf.constant(langs)[None, :])  # [B, L]
+        known = tf.debugging.Assert(tf.reduce_all(tf.reduce_any(found, axis=1)), [
+            f"target_lang: each must be a target language of this model ({', '.join(langs)}), got", target_lang])
+        with tf.control_dependencies([known]):
+            tags = tf.gather(tf.constant([multilingual.tag(lang) for lang in langs]), tf.argmax(found, axis=1))
+        tagged = tf.where(checks.blank(inputs), inputs, tf.strings.join([tags, inputs], " "))  # [B]
+        return self._text_with_options(tagged, beam_size, alpha, extra_length)
 
     def signatures(self) -> dict:
         return {name: getattr(self, name) for name in self.text_signatures() + IDS_SIGNATURES}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from keras_transformer.config import STOP_RULES
-from keras_transformer.data import corpora
+from keras_transformer.data import corpora, multilingual
 from keras_transformer.tasks.base import Decoded, Task
 from keras_transformer.tasks.translation import lines, metric
 from keras_transformer.tasks.translation.dev import DevBleu
@@ -27,9 +28,20 @@ class TranslationTask(Task):
     )
 
     def read_split(self, recipe, split, data_dir):
+        """(sources, references) of a split; with several target languages each direction's in turn of
+        ``target_langs``, its sources tagged (``data/multilingual.py``)."""
+        if recipe.data.target_langs:
+            sources, references = [], []
+            for lang in recipe.data.target_langs:
+                one = dataclasses.replace(recipe, data=multilingual.direction(recipe.data, lang))
+                more_sources, more_references = self.read_split(one, split, data_dir)
+                sources += [multilingual.tagged(lang, line) for line in more_sources]
+                references += more_references
+            return sources, references
         source_file, reference_file = corpora.split_files(recipe.data, split, Path(data_dir))
         sources, references, _ = corpora.read_parallel_files(source_file, reference_file)
         return sources, references
+
 
     def decode(self, loaded, lines_, batch_size=32, beam_size=None, alpha=None, extra_length=None):
         translations, scores = lines.translate_lines(loaded, lines_, batch_size, beam_size, alpha, extra_length)
