@@ -1,6 +1,7 @@
 """Score translations the way the published Multi30k baseline was scored, to compare with its 41.02.
 
     python bench/baseline_bleu.py --hypotheses=test.hyp.de [--reference=.../test_2016_flickr.de.gz]
+    python bench/baseline_bleu.py --hypotheses=test.hyp.fr --lang=fr
 
 The fairseq `transformer_tiny` baseline of issue #12 (Wu et al., ACL 2021; LividWo/Revisit-MMT,
 README-baseline.md) reports fairseq-generate's BLEU4 on its own preprocessed test text: lower-cased and
@@ -28,7 +29,8 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defined when run as a script only, so that importing the module (its test) defines no flag."""
     flags.DEFINE_string("hypotheses", None, "Translations, one per line (kt-evaluate --hypotheses=...).", required=True)
-    flags.DEFINE_string("reference", None, "References (plain or .gz); default: test_2016_flickr.de of the data dir.")
+    flags.DEFINE_string("reference", None, "References (plain or .gz); default: test_2016_flickr.<lang> of the data "
+                        "dir.")
     flags.DEFINE_string("lang", "de", "Moses tokenizer language (the target's).")
 
 
@@ -46,7 +48,8 @@ def baseline_bleu(hypotheses, references, lang="de"):
 
 def main(argv):
     del argv
-    reference = FLAGS.reference or corpora.split_files(DataConfig(), "test_2016_flickr", corpora.resolve_data_dir())[1]
+    reference = FLAGS.reference or corpora.split_files(DataConfig(target_lang=FLAGS.lang), "test_2016_flickr",
+                                                       corpora.resolve_data_dir())[1]
     hypotheses, references = read_text(FLAGS.hypotheses), read_text(reference)
     if len(hypotheses) != len(references):
         raise app.UsageError(f"--hypotheses: {len(hypotheses)} lines, {reference}: {len(references)}")

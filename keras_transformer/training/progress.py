@@ -138,6 +138,6 @@ def recipe_summary(recipe, recipe_file) -> list:
             f"  model: {count_parameters(m) / 1e6:.1f}M parameters, {m.num_encoder_layers}+{m.num_decoder_layers} "
             f"layers, d_model {m.d_model}, d_ff {m.d_ff}, {m.num_heads} heads, {m.norm}-LN, dropout {m.dropout:g}, "
             f"{vocabulary}",
-            f"  data: {d.corpus} {d.source_lang}->{d.target_lang}, {d.tokens_per_batch:,} tokens per batch, pairs up "
-            f"to {d.max_length} subwords",
+            f"  data: {d.corpus} {d.source_lang}->{','.join(d.target_langs) or d.target_lang}, {d.tokens_per_batch:,} "
+            f"tokens per batch, pairs up to {d.max_length} subwords",
             f"  budget: {budget}; a checkpoint every {t.checkpoint_every:,}, warm-up {t.warmup_steps:,} (Eq. 3)"]
