@@ -125,3 +125,25 @@ def test_alpha_is_chosen_on_the_eval_split_by_cased_bleu(monkeypatch):
     assert job.choose_alpha(grid, None, "data", lines.append)[0].alpha == 0.6
     no_grid = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, alpha_grid=()))
     assert job.choose_alpha(no_grid, None, "data") == (no_grid.decode, {})
+
+
+def test_a_multi_target_test_split_is_scored_per_direction():
+    """read_split gives each direction's lines in turn; each slice is scored alone, beside the union's score."""
+    import dataclasses
+
+    from keras_transformer import pipeline, recipes, tasks
+
+    recipe = recipes.get("multi30k_multi")
+    task = tasks.get(recipe)
+    references = ["ein Hund", "zwei Männer", "un chien", "deux hommes", "pes", "dva muži"]
+    outputs = ["ein Hund", "zwei Männer", "un chat", "deux hommes", "kočka", "dva muži"]
+    found = pipeline._by_direction(task, recipe, outputs, references)
+    assert list(found) == ["en-de", "en-fr", "en-cs"]
+    for pair, (ours, theirs) in {"en-de": (outputs[:2], references[:2]), "en-fr": (outputs[2:4], references[2:4]),
+                                 "en-cs": (outputs[4:], references[4:])}.items():
+        line, results = found[pair]
+        assert results == task.results(task.score(ours, theirs)) and line == task.format_scores(task.score(ours,
+                                                                                                         theirs))
+    assert found["en-de"][1]["chrf"] == 100.0 and found["en-fr"][1]["chrf"] < 100.0  # two-word lines: no 4-gram
+    one = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, target_langs=()))
+    assert pipeline._by_direction(task, one, outputs, references) == {}
