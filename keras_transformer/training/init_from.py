@@ -76,6 +76,11 @@ def _init_source(init_from: Union[str, os.PathLike], recipe: Recipe) -> Tuple[Pa
         raise ValueError(f"vocab_size: {source} holds a model with vocab_size={source_recipe.model.vocab_size}, this "
                          f"run asks for {recipe.model.vocab_size}; --new_vocabulary trains this run's own "
                          "vocabulary and keeps the embedding rows of the pieces both share")
+    untagged = [lang for lang in recipe.data.target_langs if lang not in source_recipe.data.target_langs]
+    if untagged and not recipe.train.new_vocabulary:
+        raise ValueError(f"target_langs: {source}'s vocabulary has no tag for {', '.join(untagged)} (its targets: "
+                         f"{', '.join(source_recipe.data.target_langs) or 'one, untagged'}); --new_vocabulary trains "
+                         "one that has")
     shape_mismatch(source_recipe, recipe, str(source), fields)
     return source, is_saved_model, source_recipe
 

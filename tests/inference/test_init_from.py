@@ -109,3 +109,11 @@ def test_another_vocab_size_without_new_vocabulary_is_refused(trained_workdir):
     recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, vocab_size=320))
     with pytest.raises(ValueError, match=r"^vocab_size: .* vocab_size=400, this run asks for 320; --new_vocabulary"):
         init_from.prepare_workdir(recipe, "unused")
+
+
+def test_targets_the_source_vocabulary_has_no_tag_for_are_refused(trained_workdir):
+    recipe = _fine_tune_recipe(trained_workdir)
+    recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, target_langs=("de", "fr")))
+    with pytest.raises(ValueError, match=r"^target_langs: .*'s vocabulary has no tag for de, fr \(its targets: one, "
+                                         r"untagged\); --new_vocabulary"):
+        init_from.prepare_workdir(recipe, "unused")
