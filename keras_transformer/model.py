@@ -32,7 +32,7 @@ from typing import Callable, Dict, Optional, Union
 import keras
 from keras import ops
 
-from keras_transformer import BOS_ID, UNK_ID
+from keras_transformer import BOS_ID, UNK_ID, losses
 from keras_transformer.config import ModelConfig, Recipe
 from keras_transformer.layers import masks
 from keras_transformer.layers.decoder import Decoder
@@ -45,6 +45,8 @@ from keras_transformer.layers.positional import make_positional
 class Transformer(keras.Model):
     reads_context = False  # whether source_context gives the decoder more than the memory (a task's subclass)
     has_auxiliary_loss = False  # whether auxiliary_loss is ever other than 0
+    has_decoder = True  # False for a task's model that reads the encoder alone (the chart parser)
+    tokenizer_tables = False  # whether its task fills tables from the tokenizer (``tasks.base.Task.prepare_model``)
     CONFIG_KEYS = ("name", "trainable", "dtype")  # get_config's keys besides "config" that __init__ takes
 
     def __init__(self, config: Union[ModelConfig, dict], **kwargs):
@@ -53,6 +55,9 @@ class Transformer(keras.Model):
             config = ModelConfig(**config)
         self.config = config
         c = config
+        if self.has_decoder != bool(c.num_decoder_layers):
+            raise ValueError(f"num_decoder_layers: {type(self).__name__} needs "
+                             f"{'at least 1' if self.has_decoder else '0'}, got {c.num_decoder_layers}")
         block = {name: getattr(c, name) for name in BLOCK_ARGS if name not in ("d_k", "d_v")}
         block.update(d_k=c.key_dim, d_v=c.value_dim)
         self.embedding = SharedEmbedding(c.vocab_size, c.d_model, name="shared_embedding")  # the target's too
@@ -61,7 +66,8 @@ class Transformer(keras.Model):
         self.positional = make_positional(c.positional, c.max_length, c.d_model, name="positional")
         self.embedding_dropout = keras.layers.Dropout(c.dropout, name="embedding_dropout")
         self.encoder = Encoder(c.num_encoder_layers, **block, name="encoder")
-        self.decoder = Decoder(c.num_decoder_layers, **block, name="decoder")
+        if self.has_decoder:
+            self.decoder = Decoder(c.num_decoder_layers, **block, name="decoder")
         self.add_context_layers()  # before the seeds below: layers draw their initializers' seeds from one stream
         if c.source_token_dropout or c.source_token_dropout_alpha:  # created last: the other seeds stay as before
             self.token_dropout_seed = keras.random.SeedGenerator(name="source_token_dropout")
@@ -131,6 +137,18 @@ class Transformer(keras.Model):
         context = self.source_context(source_ids, memory)
         return self.decode(target_in_ids, memory, masks.padding_mask(source_ids), training=training,
                            context=context), context
+
+    def training_statistics(self, source_ids, target_in_ids, target_out_ids, training, label_smoothing):
+        """-> (``losses.token_statistics`` of the target tokens [B, T, 4], ``auxiliary_loss``'s term, 0 outside
+        training): what the training step sums and ``losses.TokenMetrics`` reports. A task's model that predicts
+        something else (the chart parser's spans) returns the statistics of its own predictions."""
+        extra = 0.0
+        if training and self.has_auxiliary_loss:
+            logits, context = self.forward((source_ids, target_in_ids), training=training)  # [B, T, V]
+            extra = self.auxiliary_loss(target_in_ids, target_out_ids, context, label_smoothing)
+        else:
+            logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
+        return losses.token_statistics(target_out_ids, logits, label_smoothing), extra  # [B, T, 4]
 
     # -- what a task's subclass adds to the decoder's input (none of it in the paper) ------------
 
@@ -316,5 +334,5 @@ def count_parameters(config: Union[ModelConfig, Recipe]) -> int:
     if config.positional == "learned":
         total += config.max_length * D
     if config.norm == "pre":
-        total += 2 * norm  # final LayerNorm of each stack
+        total += (1 + bool(config.num_decoder_layers)) * norm  # final LayerNorm of each stack
     return total

@@ -21,7 +21,8 @@ from keras_transformer.recipes import base, big, multi30k, ptb_sample, table3, t
 _RECIPES: Dict[str, Recipe] = {
     r.name: r
     for r in (tiny.RECIPE, base.RECIPE, big.RECIPE, multi30k.RECIPE, multi30k.EN_FR, multi30k.MULTI, multi30k.D256,
-              multi30k.DEMO, *wmt14_enfr.RECIPES, *table3.VARIANTS, ptb_sample.RECIPE, wsj_paper.RECIPE)
+              multi30k.DEMO, *wmt14_enfr.RECIPES, *table3.VARIANTS, ptb_sample.RECIPE, ptb_sample.CHART,
+              wsj_paper.RECIPE)
 }
 
 

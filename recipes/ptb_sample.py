@@ -21,6 +21,8 @@ than seeds do, so they stay off. Seeds move dev F1 by up to ~0.8: the shipped pa
 dev F1 (``--seed=4``).
 """
 
+import dataclasses
+
 from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, ParsingConfig, Recipe, TrainConfig
 
 RECIPE = Recipe(
@@ -74,4 +76,18 @@ RECIPE = Recipe(
     ),
     decode=DecodeConfig(beam_size=21, alpha=0.3, extra_length=300, average_checkpoints=5,  # §6.3
                         alpha_grid=(0.0, 0.3, 0.6, 1.0)),  # α chosen by dev F1 (kt-pipeline)
+)
+
+CHART = dataclasses.replace(
+    RECIPE,
+    name="ptb_sample_chart",
+    description="Constituency parsing on the WSJ sample: the paper's encoder (4 layers, d_model 256) with a span "
+                "classifier and CKY (chart.py), for a 2-core CPU",
+    # The encoder of ``ptb_sample``; no decoder: the spans are scored from the encoder's fenceposts (Stern et al.,
+    # 2017; Kitaev & Klein, 2018), the design of the outside CRF parser the sample's results are compared with.
+    model=dataclasses.replace(RECIPE.model, num_decoder_layers=0, target_token_dropout=0.0),
+    parsing=ParsingConfig(chart_labels=64,  # the sample has 26 phrase labels and 45 POS tags
+                          chart_hidden=250),  # Kitaev & Klein's label classifier width
+    # CKY is exact: no beam, no length penalty to choose
+    decode=dataclasses.replace(RECIPE.decode, beam_size=1, alpha=0.0, extra_length=0, alpha_grid=()),
 )

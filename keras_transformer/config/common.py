@@ -19,7 +19,7 @@ TASK_CORPORA = {
 }
 CORPORA = tuple(c for corpora in TASK_CORPORA.values() for c in corpora)
 # Fields that only one task reads ("treebank") or requires as given ("shared_vocabulary": one vocabulary).
-TASK_FIELDS = {"parsing": ("treebank", "tree_leaves", "shared_vocabulary", "align_words")}
+TASK_FIELDS = {"parsing": ("treebank", "tree_leaves", "shared_vocabulary", "align_words", "chart_labels")}
 
 # The tf.distribute strategies ``training.make_strategy`` builds (``--strategy``); the first is the default.
 STRATEGIES = ("mirrored", "one_device", "multi_worker", "tpu")

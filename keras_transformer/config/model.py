@@ -28,7 +28,8 @@ class ModelConfig:
     num_encoder_layers: int = 6
     """N of the encoder (§3.1); wins over --num_layers."""
     num_decoder_layers: int = 6
-    """N of the decoder (§3.1); wins over --num_layers."""
+    """N of the decoder (§3.1); wins over --num_layers. 0 only for a task's model that has no decoder (the chart
+    parser: --chart_labels)."""
     d_k: Optional[int] = None
     """Per-head query/key size; None: d_model / h (§3.2.2)."""
     d_v: Optional[int] = None
@@ -64,7 +65,7 @@ class ModelConfig:
         _require(self.d_ff > 0, "d_ff", f"must be positive, got {self.d_ff}")
         _require(self.num_heads > 0, "num_heads", f"must be positive, got {self.num_heads}")
         _require(self.num_encoder_layers > 0, "num_encoder_layers", "must be positive")
-        _require(self.num_decoder_layers > 0, "num_decoder_layers", "must be positive")
+        _require(self.num_decoder_layers >= 0, "num_decoder_layers", "must be >= 0")
         if self.d_k is None or self.d_v is None:
             _require(
                 self.d_model % self.num_heads == 0,

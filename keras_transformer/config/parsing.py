@@ -10,7 +10,8 @@ from keras_transformer.config.common import _require
 
 @dataclasses.dataclass(frozen=True)
 class ParsingConfig:
-    """What the parsing task adds to the decoder's input and to the training loss (docs/parsing.md)."""
+    """What the parsing task adds to the decoder's input and to the training loss, or the chart parser that replaces
+    the decoder (docs/parsing.md)."""
 
     align_words: bool = False
     """Parsing (§6.3; not in the paper): add the encoder output of the next word to bracket (word k, k = leaves
@@ -24,9 +25,19 @@ class ParsingConfig:
     tag_loss: float = 0.0
     """Parsing, with --align_words and tag leaves: weight of an auxiliary training loss in which the encoder output
     at each word's first piece predicts its POS tag (Søgaard & Goldberg, 2016); 0: off (docs/parsing.md)."""
+    chart_labels: int = 0
+    """Parsing: > 0 replaces the decoder by a span classifier over the encoder's fenceposts and CKY decoding
+    (a chart parser: Stern et al., 2017; Kitaev & Klein, 2018), with room for this many phrase labels and as many
+    POS tags (the tokenizer's, counted when training starts); 0: the paper's sequence-to-sequence parser."""
+    chart_hidden: int = 250
+    """Parsing, with --chart_labels: the hidden width of the span and tag classifiers (Kitaev & Klein, 2018)."""
 
     def __post_init__(self):
         _require(not self.word_span or self.align_words, "word_span", "needs align_words")
         _require(not self.bracket_depth or self.align_words, "bracket_depth", "needs align_words")
         _require(not self.tag_loss or self.align_words, "tag_loss", "needs align_words")
         _require(self.tag_loss >= 0.0, "tag_loss", f"must be >= 0, got {self.tag_loss}")
+        _require(self.chart_labels >= 0, "chart_labels", f"must be >= 0, got {self.chart_labels}")
+        _require(self.chart_hidden > 0, "chart_hidden", f"must be positive, got {self.chart_hidden}")
+        _require(not (self.chart_labels and self.align_words), "chart_labels",
+                 "a chart parser has no decoder to align; not with align_words")

@@ -41,6 +41,11 @@ class Recipe:
                  "shared_vocabulary", f"the {self.task} task reads and writes with one vocabulary; it cannot be False")
         _require(not self.parsing.align_words or "align_words" in TASK_FIELDS.get(self.task, ()), "align_words",
                  f"applies to the parsing task only (its leaves align to the input's words), not {self.task}")
+        _require(not self.parsing.chart_labels or "chart_labels" in TASK_FIELDS.get(self.task, ()), "chart_labels",
+                 f"applies to the parsing task only, not {self.task}")
+        _require(not self.parsing.chart_labels or self.data.tree_leaves == "tag", "chart_labels",
+                 f"needs tree_leaves='tag' (the chart parser tags the words it brackets), not "
+                 f"{self.data.tree_leaves!r}")
         _require(not self.parsing.tag_loss or self.data.tree_leaves == "tag", "tag_loss",
                  f"needs tree_leaves='tag' (the leaves it predicts), not {self.data.tree_leaves!r}")
 

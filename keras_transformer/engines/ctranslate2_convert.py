@@ -108,6 +108,9 @@ def _positions(model) -> np.ndarray:
 
 def _check_supported(recipe: Recipe, tokenizer, model) -> None:
     c = recipe.model
+    if not model.has_decoder:
+        raise ValueError("chart_labels: a chart parser has no decoder for CTranslate2 to run; export it as a "
+                         "SavedModel")
     if model.reads_context:
         raise ValueError("align_words: CTranslate2's decoder has no input for the next word's encoder output; "
                          "export this parser as a SavedModel")

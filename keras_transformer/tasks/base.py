@@ -43,13 +43,14 @@ class Task:
         if recipe.decode.stop_rule not in self.stop_rules:
             raise ValueError(f"--stop_rule: a {self.name} model's search takes {', '.join(self.stop_rules)} only, "
                              f"not {recipe.decode.stop_rule}")
-        if xla is None:
-            return self.module_class(model, tokenizer, recipe, with_text=with_text,
-                                     parallel_searches=parallel_searches)
-        if not self.xla_search:
+        if xla is not None and not self.xla_search:
             raise ValueError(f"--jit_compile: a {self.name} model has no XLA-compiled search (translation only)")
-        return self.module_class(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches,
-                                 xla=xla)
+        return self.make_module(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches,
+                                **({} if xla is None else {"xla": xla}))
+
+    def make_module(self, model, tokenizer, recipe: Recipe, **kwargs):
+        """``module_class(model, tokenizer, recipe, **kwargs)``; a task whose models differ in kind picks here."""
+        return self.module_class(model, tokenizer, recipe, **kwargs)
 
     def prepare_model(self, model, tokenizer) -> None:
         """Fills what a new model takes from the tokenizer rather than from training (nothing, unless a task

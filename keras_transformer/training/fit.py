@@ -243,9 +243,9 @@ def _datasets(recipe: Recipe, workdir, data_dir, plan, corpus, datasets) -> tupl
 def _start(recipe: Recipe, model, state, resume, fresh: bool, workdir, data_dir, corpus, tok) -> tuple:
     """(the step the run starts from, the tokenizer if it was needed): the task's word tables, then the newest
     intact checkpoint, else --init_from's weights, and the piece counts of word dropout by frequency."""
-    if model.reads_context or recipe.model.source_token_dropout_alpha or recipe.train.new_vocabulary:
+    if model.tokenizer_tables or recipe.model.source_token_dropout_alpha or recipe.train.new_vocabulary:
         tok = tok or tokenizer.get_or_train(recipe, workdir, data_dir, corpus)
-    if model.reads_context:  # e.g. the parser's word tables, from the tokenizer (tasks/parsing/model.py)
+    if model.tokenizer_tables:  # e.g. the parser's word tables, from the tokenizer (tasks/parsing/)
         tasks.get(recipe).prepare_model(model, tok)
     start_step = state.restore(resume.intact) if resume.intact else 0
     if start_step:

@@ -140,7 +140,7 @@ def initial_weights(init_from: Union[str, os.PathLike], model: Transformer, reci
     ``model``'s own initialisation (N(0, d_model^-1), the shared embedding's), as a fresh model's would.
     """
     source, is_saved_model, source_recipe = _init_source(init_from, recipe)
-    if recipe.train.new_vocabulary and model.reads_context:
+    if recipe.train.new_vocabulary and model.tokenizer_tables:
         raise ValueError(f"new_vocabulary: the {recipe.task} task's model reads tables built from its vocabulary; "
                          "fine-tune it with the source's vocabulary")
     loaded = build_model(source_recipe, dtype_policy="float32")

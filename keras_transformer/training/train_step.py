@@ -97,15 +97,9 @@ class TransformerTrainer(_keras_compat.SymbolicBuildOnce, Transformer):
         return self._accumulators is None or int(self._accumulators.micro_steps.numpy()) % self.accumulation == 0
 
     def _statistics(self, data, training):
-        """-> (token statistics [B, T, 4], the model's ``auxiliary_loss`` term, 0 outside training)."""
+        """-> (statistics [B, T, 4], a term added to their summed loss; ``Transformer.training_statistics``)."""
         (source_ids, target_in_ids), target_out_ids, _ = keras.utils.unpack_x_y_sample_weight(data)  # [B, S], [B, T]
-        extra = 0.0
-        if training and self.has_auxiliary_loss:
-            logits, context = self.forward((source_ids, target_in_ids), training=training)  # [B, T, V]
-            extra = self.auxiliary_loss(target_in_ids, target_out_ids, context, self.label_smoothing)
-        else:
-            logits = self((source_ids, target_in_ids), training=training)  # [B, T, V]
-        return losses.token_statistics(target_out_ids, logits, self.label_smoothing), extra  # [B, T, 4]
+        return self.training_statistics(source_ids, target_in_ids, target_out_ids, training, self.label_smoothing)
 
     # Keras traces these inside its tf.function with AutoGraph on; they and everything they call are written in
     # TensorFlow's own control flow (tf.cond below), so converting their source would only cost tracing time.

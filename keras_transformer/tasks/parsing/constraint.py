@@ -1,6 +1,6 @@
 """Beam search that writes only well-formed trees (§6.3): the parser's vocabulary masked at every step.
 
-    token_kinds(tokenizer)  -> TreeTokens(kinds [V] int32, word_starts [V] bool)
+    token_kinds(tokenizer)  -> TreeTokens(kinds [V] int32, word_starts [V] bool, texts [V] str)
     parse_ids(model, source_ids [B, S], tokens, beam_size=21, alpha=0.3, extra_length=300, parallel_searches=1,
               num_hypotheses=None)
         -> (sequences [B, K, T] int32, scores [B, K] float32)   as ``translate_ids``, every hypothesis a tree
@@ -56,6 +56,7 @@ class TreeTokens(NamedTuple):
 
     kinds: Tuple[int, ...]  # [V]: BANNED, OPEN, CLOSE, SLOT or EOS
     word_starts: Tuple[bool, ...]  # [V]: the piece begins a word (counts the source's words)
+    texts: Tuple[str, ...] = ()  # [V]: a tree piece's token ("(NP", ")", "@NN", "XX"), "" for every other piece
 
 
 def token_kinds(tokenizer) -> TreeTokens:
@@ -63,22 +64,23 @@ def token_kinds(tokenizer) -> TreeTokens:
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(tokenizer.model_proto)
     user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
-    kinds, starts = [], []
+    kinds, starts, texts = [], [], []
     for piece in proto.pieces:
         text = piece.piece
-        kind = BANNED
+        kind, word = BANNED, ""
         if piece.type == user_defined and text.startswith(_WORD_START):
             word = text[len(_WORD_START):]
             kind = CLOSE if word == trees_lib.CLOSE else SLOT if trees_lib.is_leaf(word) else (
                 OPEN if trees_lib.is_open(word) else BANNED)
         kinds.append(kind)
         starts.append(text.startswith(_WORD_START))
+        texts.append(word if kind != BANNED else "")
     kinds[EOS_ID] = EOS
     for kind, what in ((CLOSE, trees_lib.CLOSE), (SLOT, trees_lib.SLOT), (OPEN, "(LABEL")):
         if kind not in kinds:
             raise ValueError(f"{tokenizer.model_path}: no atomic {what!r} piece; not a parser's tokenizer "
                              "(corpus ptb trains one)")
-    return TreeTokens(tuple(kinds), tuple(starts))
+    return TreeTokens(tuple(kinds), tuple(starts), tuple(texts))
 
 
 def count_words(source_ids, word_starts):

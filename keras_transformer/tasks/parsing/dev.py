@@ -29,7 +29,7 @@ from keras_transformer.data import corpora
 from keras_transformer.schedules import optimizer_step
 from keras_transformer.tasks.parsing import treebank
 from keras_transformer.tasks.parsing.lines import evaluate
-from keras_transformer.tasks.parsing.module import Parser
+from keras_transformer.tasks.parsing.module import parser_module
 
 
 class DevF1(keras.callbacks.Callback):
@@ -52,7 +52,7 @@ class DevF1(keras.callbacks.Callback):
 
     def set_model(self, model):
         super().set_model(model)
-        module = Parser(model, self.tokenizer, self.recipe)
+        module = parser_module(model, self.tokenizer, self.recipe)
         self._parser = Loaded(module.parse_with_options, module.defaults, self.recipe, "the model in training",
                               module)
 

@@ -35,6 +35,7 @@ MAX_DEPTH = 64  # bracket_depth: depths from here on share the last row of the d
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ParsingTransformer(Transformer):
     reads_context = True
+    tokenizer_tables = True
     CONFIG_KEYS = ("parsing",)
 
     def __init__(self, config, parsing: Optional[Union[ParsingConfig, dict]] = None, **kwargs):
@@ -175,7 +176,12 @@ class ParsingTransformer(Transformer):
 
 
 def model_class(recipe: Recipe) -> type:
-    """A parsing recipe's model: ``ParsingTransformer`` with ``align_words``, else the paper's Transformer."""
+    """A parsing recipe's model: ``chart.ChartParser`` with ``chart_labels``, ``ParsingTransformer`` with
+    ``align_words``, else the paper's Transformer."""
+    if recipe.parsing.chart_labels:
+        from keras_transformer.tasks.parsing.chart import ChartParser  # chart.py builds on this module's imports
+
+        return ChartParser
     return ParsingTransformer if recipe.parsing.align_words else Transformer
 
 

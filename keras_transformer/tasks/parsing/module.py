@@ -1,6 +1,8 @@
 """The constituency parser an export serves (§6.3): sentences in, trees out.
 
     Parser(model, tokenizer, recipe, parallel_searches=2)   a ``serving.module.ServingModule``
+    ChartParsing(model, tokenizer, recipe)                   the same signatures over a ``chart.ChartParser``
+    parser_module(model, tokenizer, recipe, **kwargs)         the one of the two that serves ``model``
     fill_slots(linearized, inputs, slots) -> trees [B]      the words into the decoder's slots, in the graph
     split_words(sentence) -> [str]                           how words are split, as the graph splits them
 
@@ -31,7 +33,7 @@ import tensorflow as tf
 from keras_transformer.decoding import translate_ids
 from keras_transformer.serving import checks
 from keras_transformer.serving.module import ServingModule
-from keras_transformer.tasks.parsing import constraint
+from keras_transformer.tasks.parsing import chart, cky, constraint
 from keras_transformer.tasks.parsing import trees as trees_lib
 
 _WHITESPACE = r"[ \t\n\r\f\v]+"  # how words are split, in the graph and in Python alike
@@ -116,3 +118,32 @@ class Parser(ServingModule):
         sequences, scores = translate_ids(self.model, self.source_ids(inputs), beam_size, alpha, extra_length,
                                           self.parallel_searches, num_hypotheses=1)
         return {"linearized": self.tokenizer.detokenize(sequences[:, 0, :]), "scores": scores[:, 0]}
+
+
+class ChartParsing(ServingModule):
+    """A chart parser's export (``chart.py``): the ``Parser``'s signatures and outputs, decoded by CKY over the
+    span scores. The beam options are accepted and not read (CKY is exact); ``scores`` is the tree's sum of span
+    margins (``cky.py``), ``linearized`` the tree with tag leaves, and the POS tags are the parser's own."""
+
+    OPTIONS_SIGNATURE = Parser.OPTIONS_SIGNATURE
+
+    def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "parser", **kwargs):
+        if not with_text or tokenizer is None:
+            raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
+        kwargs.pop("parallel_searches", None)  # one CKY per batch: nothing to deal out
+        super().__init__(model, tokenizer, recipe, True, name, **kwargs)
+        self._tokens = constraint.token_kinds(tokenizer)
+        self._label_texts, self._tag_texts = chart.chart_texts(chart.chart_classes(self._tokens))
+
+    def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
+        source_ids, truncated = self.encode(inputs)  # [B, S], [B]
+        parse = self.model.predict_trees(source_ids)
+        linearized = cky.linearize(parse.chains, parse.tags, parse.words, self._label_texts, self._tag_texts)
+        return {"trees": fill_slots(linearized, inputs, parse.words), "linearized": linearized,
+                "scores": parse.scores, "truncated": truncated}
+
+
+def parser_module(model, tokenizer, recipe, **kwargs) -> ServingModule:
+    """The module that serves a parsing model: ``ChartParsing`` for a ``chart.ChartParser``, else ``Parser``."""
+    module_class = ChartParsing if isinstance(model, chart.ChartParser) else Parser
+    return module_class(model, tokenizer, recipe, **kwargs)

@@ -11,8 +11,9 @@ from keras_transformer.tasks.parsing import constraint, metric, treebank
 from keras_transformer.tasks.parsing import trees as trees_lib
 from keras_transformer.tasks.parsing.dev import DevF1
 from keras_transformer.tasks.parsing.lines import parse_lines
+from keras_transformer.tasks.parsing.chart import ChartParser
 from keras_transformer.tasks.parsing.model import ParsingTransformer
-from keras_transformer.tasks.parsing.module import Parser
+from keras_transformer.tasks.parsing.module import Parser, parser_module
 
 
 class ParsingTask(Task):
@@ -26,7 +27,12 @@ class ParsingTask(Task):
         "Two young children are playing soccer on a field .",
     )
 
+    def make_module(self, model, tokenizer, recipe, **kwargs):
+        return parser_module(model, tokenizer, recipe, **kwargs)
+
     def prepare_model(self, model, tokenizer):
+        if isinstance(model, ChartParser):  # which pieces open which label, which are which tag, which start a word
+            model.set_tables(constraint.token_kinds(tokenizer))
         if isinstance(model, ParsingTransformer):  # which target pieces are leaves, which source pieces start a word
             tokens = constraint.token_kinds(tokenizer)
             kinds = np.asarray(tokens.kinds)

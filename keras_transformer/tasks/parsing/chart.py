@@ -1,0 +1,269 @@
+"""A chart parser on the paper's encoder: every span of the sentence scored from the encoder's fenceposts, the best
+tree found by CKY (``cky.py``). ``ParsingConfig.chart_labels`` > 0 builds it; not the paper's method.
+
+§6.3 parses with the sequence-to-sequence Transformer. This model keeps its encoder (§3.1: the same embedding,
+positions and layers) and replaces the decoder by the span classifier of Stern et al. (2017) and Kitaev & Klein
+(2018), the design of the outside CRF parser the sample's results are compared with:
+
+    x_k, y_k = the encoder output at the last and at the first piece of word k (k = 0..n-1)    [D] each
+    fencepost g = 0..n, between words g-1 and g:  f_g = x_{g-1}[:D/2]  (x_{-1} = START),
+                                                 b_g = y_g[D/2:]      (y_n = STOP)
+    span (i, j), 0 <= i < j <= n:   r_ij = [f_j - f_i ; b_i - b_j]                                   [D]
+    s(i, j) = W_2 dropout(ReLU(LayerNorm(W_1 r_ij + c_1))) + c_2                                     [3, C]
+    tag(k)  = the same classifier shape over [y_k ; x_k]                                              [C]
+
+W_1 r_ij = p_j - p_i with p_g = W_1 [f_g ; -b_g] (Kitaev & Klein's factoring): the first layer runs once per
+fencepost, not once per span. A span's three rows classify its unary chain, outermost first (S over VP is one
+span, two labels; a longer chain keeps its outer three): class 0 is padding, 1 is ∅ (no constituent, or the chain
+ends), 2.. the phrase labels. A tag row's classes are 0 padding, 1.. the POS tags. C = ``chart_labels`` + 2.
+
+Training is local span classification (Stern et al., 2017; Gaddy et al., 2018): the label-smoothed loss of every
+span's chain rows and every word's tag against the gold tree, which ``gold_labels`` reads from the linearized
+target in the graph, so this parser trains on the translation data path and training step unchanged
+(``training_statistics``). Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
+and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
+
+Which target pieces open a constituent with which label class, and which are tag leaves of which class, come from
+the tokenizer (``set_tables``, ``ParsingTask.prepare_model``; class order = piece order) and are kept with the
+weights, as the sequence-to-sequence parser's word tables are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, NamedTuple, Optional, Tuple, Union
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer import EOS_ID, PAD_ID, losses
+from keras_transformer.config import ParsingConfig, Recipe
+from keras_transformer.model import Transformer
+from keras_transformer.tasks.parsing import cky
+from keras_transformer.tasks.parsing.constraint import CLOSE, OPEN, SLOT, TreeTokens
+
+CHAIN = 3  # labels per span: a unary chain's outermost three
+PADDING, EMPTY = 0, 1  # span classes: not a span of the sentence; ∅ (no constituent here, or the chain ends)
+FIRST_LABEL = 2  # the first phrase label's class; tags start at class 1
+_KIND, _LABEL, _TAG, _WORD_START = range(4)  # rows of ChartParser.chart_tables
+
+
+class ChartClasses(NamedTuple):
+    """The classes of a tokenizer's tree pieces: ``labels[c - FIRST_LABEL]`` is the piece text of label class c
+    ("(NP"), ``tags[c - 1]`` of tag class c ("@NN"); ``label_of`` / ``tag_of`` [V] each piece's class (0: none)."""
+
+    labels: Tuple[str, ...]
+    tags: Tuple[str, ...]
+    label_of: Tuple[int, ...]
+    tag_of: Tuple[int, ...]
+
+
+def chart_classes(tokens: TreeTokens) -> ChartClasses:
+    """Label and tag classes in piece order (``constraint.token_kinds``' OPEN and SLOT pieces)."""
+    labels, tags, label_of, tag_of = [], [], [], []
+    for kind, text in zip(tokens.kinds, tokens.texts):
+        label_of.append(FIRST_LABEL + len(labels) if kind == OPEN else 0)
+        tag_of.append(1 + len(tags) if kind == SLOT else 0)
+        if kind == OPEN:
+            labels.append(text)
+        elif kind == SLOT:
+            tags.append(text)
+    return ChartClasses(tuple(labels), tuple(tags), tuple(label_of), tuple(tag_of))
+
+
+def gold_labels(target_ids, kinds, label_of, tag_of, num_words):
+    """The classes a gold tree gives every span and word (module docstring).
+
+    target_ids [B, T] (a linearized tree with tag leaves, then EOS and PAD; ``trees.linearize``); kinds,
+    label_of, tag_of [V] int32 (``constraint`` kinds, ``chart_classes``); num_words N, the span grid's words
+    (scalar) -> (spans [B, N+1, N+1, CHAIN] int32: PADDING where not i < j <= n, else the chain's classes
+    and EMPTY after it (PADDING past the first EMPTY); tags [B, N] int32: each word's tag class, PADDING past n).
+    """
+    ids = tf.cast(target_ids, tf.int32)
+    kind = tf.gather(kinds, ids)  # [B, T]
+    is_open, is_close = tf.equal(kind, OPEN), tf.equal(kind, CLOSE)
+    is_leaf = tf.cast(tf.equal(kind, SLOT), tf.int32)
+    leaves_before = tf.cumsum(is_leaf, axis=1, exclusive=True)  # [B, T]: the fencepost before each token
+    delta = tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32)
+    depth_after = tf.cumsum(delta, axis=1)  # [B, T]
+    depth_before = depth_after - delta
+    t = tf.shape(ids)[1]
+    positions = tf.range(t)
+    # each "(" closes at the first later ")" that takes the depth back to where it was before the "("
+    closes = (is_close[:, None, :] & (positions[None, None, :] > positions[None, :, None])
+              & tf.equal(depth_after[:, None, :], depth_before[:, :, None]))  # [B, T(open), T(close)]
+    close_at = tf.reduce_min(tf.where(closes, positions[None, None, :], t - 1), axis=2)  # [B, T]
+    start, end = leaves_before, tf.gather(leaves_before, close_at, batch_dims=1)  # [B, T] the span's fenceposts
+    same_span = (is_open[:, None, :] & (positions[None, None, :] < positions[None, :, None])
+                 & tf.equal(start[:, None, :], start[:, :, None]) & tf.equal(end[:, None, :], end[:, :, None]))
+    chain_at = tf.reduce_sum(tf.cast(same_span, tf.int32), axis=2)  # [B, T]: opens of the same span before it
+
+    b = tf.shape(ids)[0]
+    n = tf.reduce_sum(is_leaf, axis=1)  # [B] words
+    opens = tf.where(is_open & (end <= num_words))  # [M, 2] (item, position)
+    at = lambda x: tf.gather_nd(x, opens)  # noqa: E731  [M]
+    item = tf.cast(opens[:, 0], tf.int32)
+    grid = [b, num_words + 1, num_words + 1]
+    chain_length = tf.scatter_nd(tf.stack([item, at(start), at(end)], axis=1), tf.ones_like(item), grid)
+    fence = tf.range(num_words + 1)
+    valid = ((fence[None, :, None] < fence[None, None, :])
+             & (fence[None, None, :] <= tf.minimum(n, num_words)[:, None, None]))  # [B, N+1, N+1]
+    rows = tf.range(CHAIN)[None, None, None, :]
+    spans = tf.where(valid[..., None] & (chain_length[..., None] >= rows),
+                     tf.where(tf.equal(chain_length[..., None], rows), EMPTY, PADDING), PADDING)  # [B, N+1, N+1, 3]
+    kept = at(chain_at) < CHAIN
+    labels = tf.boolean_mask(tf.stack([item, at(start), at(end), at(chain_at)], axis=1), kept)
+    spans = tf.tensor_scatter_nd_update(spans, labels, tf.boolean_mask(at(tf.gather(label_of, ids)), kept))
+
+    leaves = tf.where((is_leaf > 0) & (leaves_before < num_words))  # [W, 2]
+    words = tf.stack([tf.cast(leaves[:, 0], tf.int32), tf.gather_nd(leaves_before, leaves)], axis=1)
+    tags = tf.scatter_nd(words, tf.gather_nd(tf.gather(tag_of, ids), leaves), [b, num_words])  # [B, N]
+    return spans, tags
+
+
+class Chart(NamedTuple):
+    spans: tf.Tensor  # [B, N+1, N+1, CHAIN, C] float32 logits
+    tags: tf.Tensor  # [B, N, C] float32 logits
+    words: tf.Tensor  # [B] int32, each sentence's words n (<= N)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ChartParser(Transformer):
+    """The paper's encoder with a span classifier and CKY instead of the decoder (module docstring)."""
+
+    has_decoder = False
+    tokenizer_tables = True
+    CONFIG_KEYS = ("parsing",)
+
+    def __init__(self, config, parsing: Optional[Union[ParsingConfig, dict]] = None, **kwargs):
+        parsing = ParsingConfig(**parsing) if isinstance(parsing, dict) else parsing
+        if parsing is None or not parsing.chart_labels:
+            raise ValueError("chart_labels: a chart parser needs room for its labels (> 0)")
+        self.parsing = parsing  # read by add_context_layers, which the Transformer's __init__ calls
+        super().__init__(config, **kwargs)
+
+    @property
+    def num_classes(self) -> int:
+        """C: padding, ∅ and ``chart_labels`` labels (or padding and as many tags, the rest unused)."""
+        return self.parsing.chart_labels + FIRST_LABEL
+
+    def add_context_layers(self):
+        d, hidden, vocab = self.config.d_model, self.parsing.chart_hidden, self.config.vocab_size
+        # [4, V]: each piece's constraint kind, label class, tag class (target side) and whether it starts a word
+        # (source side); float32 under any policy, as the parser's word tables
+        self.chart_tables = self.add_weight(shape=(4, vocab), initializer="zeros", dtype="float32", trainable=False,
+                                            autocast=False, name="chart_tables")
+        self.fencepost_ends = self.add_weight(shape=(2, d), initializer=keras.initializers.RandomNormal(
+            stddev=d ** -0.5), name="fencepost_ends")  # [START; STOP] (module docstring)
+        self.span_hidden = keras.layers.Dense(hidden, use_bias=False, name="span_hidden")  # W_1 [D, H]
+        self.span_bias = self.add_weight(shape=(hidden,), initializer="zeros", name="span_bias")  # c_1
+        self.span_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="span_norm")
+        self.span_out = keras.layers.Dense(CHAIN * self.num_classes, name="span_labels")  # W_2, c_2
+        self.tag_hidden = keras.layers.Dense(hidden, name="tag_hidden")
+        self.tag_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="tag_norm")
+        self.tag_out = keras.layers.Dense(self.num_classes, name="tag_labels")
+        self.classifier_dropout = keras.layers.Dropout(self.config.dropout, name="classifier_dropout")
+
+    def set_tables(self, tokens: TreeTokens) -> ChartClasses:
+        """Fills ``chart_tables`` from a parser's tokenizer (``constraint.token_kinds``); a ValueError naming
+        ``chart_labels`` when it has more labels or tags than the model has room for."""
+        classes = chart_classes(tokens)
+        room = self.parsing.chart_labels
+        for what, found in (("phrase labels", classes.labels), ("POS tags", classes.tags)):
+            if len(found) > room:
+                raise ValueError(f"chart_labels: the tokenizer has {len(found)} {what}, the model room for {room}")
+        rows = [tokens.kinds, classes.label_of, classes.tag_of, [int(s) for s in tokens.word_starts]]
+        self.chart_tables.assign(ops.cast(ops.stack([ops.convert_to_tensor(r) for r in rows]), "float32"))
+        return classes
+
+    def _table(self, row):
+        return ops.cast(self.chart_tables[row], "int32")  # [V]
+
+    # -- the forward pass --------------------------------------------------------------------------
+
+    def chart(self, source_ids, training=None) -> Chart:
+        """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
+        memory = self.encode(source_ids, training=training)  # [B, S, D]
+        real = tf.logical_and(tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID))  # [B, S]
+        starts = tf.gather(self._table(_WORD_START), source_ids) * tf.cast(real, tf.int32)  # [B, S]
+        words = tf.reduce_sum(starts, axis=1)  # [B]
+        num_words = tf.maximum(tf.reduce_max(words), 1)  # N
+        word = tf.cumsum(starts, axis=1) - 1  # [B, S] the word of each piece
+        next_starts = tf.pad(starts[:, 1:], [[0, 0], [0, 1]])
+        next_real = tf.pad(tf.cast(real[:, 1:], tf.int32), [[0, 0], [0, 1]])
+        ends = real & ((next_starts > 0) | tf.equal(next_real, 0))  # [B, S] the last piece of a word
+
+        def at_words(row):  # [B, S] word index or -1 -> [B, N, D]: the output at that piece of each word
+            return tf.einsum("bsk,bsd->bkd", tf.one_hot(row, num_words, dtype=memory.dtype), memory)
+
+        first, last = at_words(tf.where(starts > 0, word, -1)), at_words(tf.where(ends, word, -1))  # [B, N, D]
+        half = self.config.d_model // 2
+        ends_vectors = ops.cast(self.fencepost_ends, memory.dtype)
+        batch = tf.shape(source_ids)[0]
+        start = tf.broadcast_to(ends_vectors[0][None, None, :], [batch, 1, self.config.d_model])
+        x = tf.concat([start, last], axis=1)  # [B, N+1, D]: fencepost g reads x_{g-1}
+        fence = tf.range(num_words + 1)
+        stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
+        y = tf.where(stop, ends_vectors[1][None, None, :], tf.pad(first, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, D]
+        p = self.span_hidden(tf.concat([x[..., :half], -y[..., half:]], axis=-1))  # [B, N+1, H]: p_g
+        h = p[:, None, :, :] - p[:, :, None, :] + ops.cast(self.span_bias, p.dtype)  # [B, N+1(i), N+1(j), H]
+        h = self.classifier_dropout(ops.relu(self.span_norm(h)), training=training)
+        spans = self.span_out(h)  # [B, N+1, N+1, 3C]
+        spans = tf.reshape(spans, tf.concat([tf.shape(spans)[:3], [CHAIN, self.num_classes]], axis=0))
+        t = self.tag_hidden(tf.concat([first, last], axis=-1))  # [B, N, H]
+        tags = self.tag_out(self.classifier_dropout(ops.relu(self.tag_norm(t)), training=training))  # [B, N, C]
+        return Chart(ops.cast(spans, "float32"), ops.cast(tags, "float32"), words)
+
+    def call(self, inputs, training=None):
+        """(source_ids [B, S], target_in_ids, unread) -> span logits [B, N+1, N+1, CHAIN, C]."""
+        return self.chart(inputs[0], training=training).spans
+
+    def training_statistics(self, source_ids, target_in_ids, target_out_ids, training, label_smoothing):
+        """The token statistics of every span's chain rows and every word's tag (``losses.token_statistics``,
+        padding not counted): [B, (N+1)^2 * CHAIN + N, 4], and no extra term."""
+        chart = self.chart(source_ids, training=training)
+        num_words = tf.shape(chart.tags)[1]
+        spans, tags = gold_labels(target_out_ids, self._table(_KIND), self._table(_LABEL), self._table(_TAG),
+                                  num_words)
+        b = tf.shape(spans)[0]
+        span_stats = losses.token_statistics(tf.reshape(spans, [b, -1]),
+                                             tf.reshape(chart.spans, [b, -1, self.num_classes]), label_smoothing)
+        tag_stats = losses.token_statistics(tags, chart.tags, label_smoothing)
+        return tf.concat([span_stats, tag_stats], axis=1), 0.0
+
+    def predict_trees(self, source_ids):
+        """source_ids [B, S] -> ``cky.Parse``: the best tree's chains [B, N+1, N+1, CHAIN] (label classes of its
+        constituents, 0 elsewhere), tags [B, N] (tag classes), scores [B] and words [B]."""
+        chart = self.chart(source_ids, training=False)
+        return cky.parse(chart.spans, chart.tags, chart.words)
+
+    # -- Keras plumbing ----------------------------------------------------------------------------
+
+    def build(self, input_shape=None):
+        if self.built:
+            return
+        ids = ops.ones((1, 2), dtype="int32")
+        self.chart(ids, training=False)
+        self.built = True
+
+    def get_config(self):
+        return {**super().get_config(), "parsing": dataclasses.asdict(self.parsing)}
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **kwargs) -> Transformer:
+        return cls(recipe.model, parsing=recipe.parsing, **kwargs)
+
+    @classmethod
+    def extra_parameters(cls, recipe: Recipe) -> int:
+        """START and STOP, W_1 and c_1, the span LayerNorm, W_2 and c_2; the tag classifier's three layers."""
+        d, hidden, classes = recipe.model.d_model, recipe.parsing.chart_hidden, recipe.parsing.chart_labels + 2
+        span = 2 * d + d * hidden + hidden + 2 * hidden + (hidden + 1) * CHAIN * classes
+        tag = (2 * d + 1) * hidden + 2 * hidden + (hidden + 1) * classes
+        return span + tag
+
+
+def chart_texts(classes: ChartClasses) -> Tuple[List[str], List[str]]:
+    """(label texts by class, "" for PADDING and EMPTY; tag texts by class, "" for PADDING): what the linearized
+    tree writes for a class (``cky.linearize``)."""
+    return ["", ""] + list(classes.labels), [""] + list(classes.tags)
