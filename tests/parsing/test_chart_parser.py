@@ -1,0 +1,185 @@
+"""The chart parser (tasks/parsing/chart.py, cky.py): CKY against an exhaustive search, the gold span classes read
+in the graph against the trees themselves, a perfect chart decoded back to the tree, and a tiny parser through
+kt-pipeline, its export and the parsing tools."""
+
+import dataclasses
+import functools
+import itertools
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import EOS_ID, PAD_ID, recipes
+from keras_transformer.model import build_model, count_parameters
+from keras_transformer.tasks.parsing import chart, cky, trees
+from keras_transformer.tasks.parsing.constraint import BANNED, CLOSE, EOS, OPEN, SLOT, TreeTokens
+from tests.support import run_cli
+
+
+def exhaustive_best(scores, n):
+    """(score, spans) of the best binary tree over n words, by trying every split of every span."""
+
+    @functools.lru_cache(maxsize=None)
+    def best(i, j):
+        if j == i + 1:
+            return scores[i, j], frozenset([(i, j)])
+        value, spans = max((best(i, k)[0] + best(k, j)[0], best(i, k)[1] | best(k, j)[1]) for k in range(i + 1, j))
+        return scores[i, j] + value, spans | {(i, j)}
+
+    return best(0, n)
+
+
+def test_cky_finds_the_best_binary_tree():
+    rng = np.random.default_rng(0)
+    words = np.array([9, 4, 1, 2, 7, 9], np.int32)
+    scores = rng.normal(size=(len(words), 10, 10)).astype(np.float32)
+    in_tree, total = cky.best_tree(tf.constant(scores), tf.constant(words))
+    for b, n in enumerate(words):
+        value, spans = exhaustive_best(scores[b], int(n))
+        assert total[b].numpy() == pytest.approx(value, abs=1e-4)
+        assert {(i, j) for i, j in itertools.product(range(10), repeat=2) if in_tree[b, i, j]} == set(spans)
+
+
+def tree_vocabulary(gold):
+    """A vocabulary of the trees' tokens, one id each, laid out as a parser tokenizer's (``token_kinds``)."""
+    vocab = ["<pad>", "<unk>", "<s>", "</s>"] + sorted({token for tree in gold for token in
+                                                       trees.linearize(tree, tag_leaves=True).split()})
+    kinds = [BANNED, BANNED, BANNED, EOS] + [CLOSE if t == ")" else SLOT if trees.is_leaf(t) else OPEN
+                                             for t in vocab[4:]]
+    return vocab, TreeTokens(tuple(kinds), (False,) * len(vocab), ("",) * 4 + tuple(vocab[4:]))
+
+
+def spans_of(tree):
+    """{(i, j): [labels outermost first]} and the tags of a cleaned tree, walked in Python."""
+    spans, tags = {}, []
+
+    def walk(node, start):
+        if isinstance(node.children[0], str):  # a preterminal
+            tags.append(node.label)
+            return start + 1
+        end = start
+        for child in node.children:
+            end = walk(child, end)
+        spans.setdefault((start, end), []).insert(0, node.label)
+        return end
+
+    walk(tree, 0)
+    return spans, tags
+
+
+def batch_ids(gold, vocab):
+    rows = [[vocab.index(t) for t in trees.linearize(tree, tag_leaves=True).split()] + [EOS_ID] for tree in gold]
+    width = max(map(len, rows))
+    return tf.constant([row + [PAD_ID] * (width - len(row)) for row in rows])
+
+
+def test_gold_labels_hold_every_constituent_and_tag(generated_splits):
+    gold = generated_splits["dev"].trees[:40]
+    vocab, tokens = tree_vocabulary(gold)
+    classes = chart.chart_classes(tokens)
+    label_texts, tag_texts = chart.chart_texts(classes)
+    n = max(len(trees.words(tree)) for tree in gold)
+    spans, tags = chart.gold_labels(batch_ids(gold, vocab), tf.constant(tokens.kinds),
+                                    tf.constant(classes.label_of), tf.constant(classes.tag_of), n)
+    spans, tags = spans.numpy(), tags.numpy()
+    assert sum(len(spans_of(tree)[0]) for tree in gold) > len(gold)  # more than the roots
+    for b, tree in enumerate(gold):
+        expected, expected_tags = spans_of(tree)
+        words = len(expected_tags)
+        assert [tag_texts[c] for c in tags[b, :words]] == ["@" + t for t in expected_tags]
+        assert (tags[b, words:] == 0).all()
+        for i, j in itertools.product(range(n + 1), repeat=2):
+            row = list(spans[b, i, j])
+            if not i < j <= words:
+                assert row == [chart.PADDING] * chart.CHAIN
+                continue
+            labels = expected.get((i, j), [])[:chart.CHAIN]
+            assert [label_texts[c] for c in row[:len(labels)]] == ["(" + label for label in labels]
+            assert row[len(labels):] == ([chart.EMPTY] + [chart.PADDING] * chart.CHAIN)[:chart.CHAIN - len(labels)]
+
+
+def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
+    """Logits that put the gold classes first give back each tree exactly (linearized, tags included), whatever
+    the ∅ spans around it."""
+    gold = generated_splits["dev"].trees[:40]
+    vocab, tokens = tree_vocabulary(gold)
+    classes = chart.chart_classes(tokens)
+    n = max(len(trees.words(tree)) for tree in gold)
+    spans, tags = chart.gold_labels(batch_ids(gold, vocab), tf.constant(tokens.kinds), tf.constant(classes.label_of),
+                                    tf.constant(classes.tag_of), n)
+    size = len(vocab)
+    span_logits = 5.0 * tf.one_hot(tf.where(tf.equal(spans, chart.PADDING), chart.EMPTY, spans), size)
+    words = tf.constant([len(trees.words(tree)) for tree in gold])
+    parse = cky.parse(span_logits, 5.0 * tf.one_hot(tags, size), words)
+    linearized = cky.linearize(parse.chains, parse.tags, parse.words, *chart.chart_texts(classes)).numpy()
+    assert [line.decode() for line in linearized] == [trees.linearize(tree, tag_leaves=True) for tree in gold]
+
+
+def tiny_chart_recipe():
+    """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces)."""
+    base = recipes.get("ptb_sample_chart")
+    return dataclasses.replace(
+        base, name="ptb_chart_tiny",
+        model=dataclasses.replace(base.model, vocab_size=600, d_model=64, d_ff=128, num_heads=2,
+                                  num_encoder_layers=1, dropout=0.1, attention_dropout=0.0),
+        parsing=dataclasses.replace(base.parsing, chart_hidden=32),
+        train=dataclasses.replace(base.train, train_steps=30, checkpoint_every=15, warmup_steps=15,
+                                  max_train_minutes=0, mixed_precision=False, bleu_samples=8),
+        decode=dataclasses.replace(base.decode, average_checkpoints=2))
+
+
+def test_the_chart_recipe_counts_its_parameters():
+    recipe = recipes.get("ptb_sample_chart")
+    model = build_model(tiny_chart_recipe())
+    assert sum(int(np.prod(v.shape)) for v in model.trainable_weights) == count_parameters(tiny_chart_recipe())
+    assert not hasattr(model, "decoder") and recipe.model.num_decoder_layers == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(parsing=dict(chart_labels=64, align_words=True)), "chart_labels: a chart parser has no decoder"),
+    (dict(data=dict(tree_leaves="slot")), "chart_labels: needs tree_leaves='tag'"),
+    (dict(model=dict(num_decoder_layers=2)), "num_decoder_layers: ChartParser needs 0, got 2"),
+])
+def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
+    recipe = recipes.get("ptb_sample_chart").to_dict()
+    for section, fields in change.items():
+        recipe[section].update(fields)
+    with pytest.raises(ValueError, match=message):
+        build_model(type(recipes.get("tiny")).from_dict(recipe))
+
+
+def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
+    model = build_model(dataclasses.replace(tiny_chart_recipe(), parsing=dataclasses.replace(
+        tiny_chart_recipe().parsing, chart_labels=2)))
+    _, tokens = tree_vocabulary(generated_splits["dev"].trees)
+    with pytest.raises(ValueError, match=r"chart_labels: the tokenizer has \d+ phrase labels, the model room for 2"):
+        model.set_tables(tokens)
+
+
+@pytest.mark.slow
+def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
+    """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory, every
+    tree one tree over the sentence's words, and the tools that read a parser."""
+    recipe_file = tmp_path / "ptb_chart_tiny.json"
+    recipe_file.write_text(tiny_chart_recipe().to_json())
+    run_cli("pipeline", f"--recipe={recipe_file}", f"--workdir={tmp_path / 'run'}",
+            f"--export_dir={tmp_path / 'export'}", "--eval_sentences=16", timeout=600)
+    metadata = json.loads((tmp_path / "export" / "metadata.json").read_text())
+    assert metadata["step"] == 30 and metadata["repaired"] == 0 and 0 <= metadata["f1"] <= 100
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert len(summary["history"]["val_f1"]) == 2
+
+    sentences = [" ".join(trees.words(tree)) for tree in generated_splits["test"].trees[:12]]
+    outputs = [run_cli("parse", f"--model={tmp_path / where}", *options, stdin="\n".join(sentences) + "\n")
+               .stdout.splitlines() for where, options in (("export", ()), ("run", ("--checkpoint=averaged",)))]
+    assert outputs[0] == outputs[1] and len(outputs[0]) == len(sentences)
+    for sentence, line in zip(sentences, outputs[0]):
+        (tree,) = trees.read_trees(line)
+        assert trees.words(tree) == sentence.split()
+    scored = run_cli("evaluate_parser", f"--model={tmp_path / 'export'}", "--json").stdout
+    assert json.loads(scored)["repaired"] == 0
+    refused = run_cli("export", f"--model={tmp_path / 'run'}", f"--export_dir={tmp_path / 'ct2'}",
+                      "--format=ctranslate2", check=False)
+    assert refused.returncode != 0 and "chart_labels: a chart parser has no decoder" in refused.stderr
