@@ -11,6 +11,7 @@ from keras_transformer import recipes
 from keras_transformer.config import ModelConfig, ParsingConfig, Recipe
 from keras_transformer.decoding import model_step
 from keras_transformer.model import Transformer, build_model, count_parameters
+from keras_transformer.recipe_keys import MOVED_KEYS
 from keras_transformer.tasks.parsing.model import ParsingTransformer
 
 LEAF = 7  # the target's leaf piece in these made-up tables
@@ -154,7 +155,8 @@ def test_a_parsing_recipe_without_align_words_builds_the_papers_model_and_the_ta
 def test_old_recipe_files_with_the_fields_in_model_still_load():
     """Recipe files written when these were ModelConfig fields (the shipped ptb_sample's export.json among them)."""
     old = _recipe(SPAN).to_dict()
-    old["model"].update(old.pop("parsing"))
+    parsing = old.pop("parsing")  # the fields that were in model then (the chart parser's came later)
+    old["model"].update({name: parsing[name] for name in MOVED_KEYS["model"]})
     assert Recipe.from_dict(old) == _recipe(SPAN)
     translation = recipes.get("tiny").to_dict()
     del translation["parsing"]  # a file from before the section: its defaults
