@@ -30,22 +30,21 @@ weights, as the sequence-to-sequence parser's word tables are.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, NamedTuple, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer import EOS_ID, PAD_ID, losses
+from keras_transformer import losses
 from keras_transformer.config import ParsingConfig, Recipe
 from keras_transformer.model import Transformer
 from keras_transformer.tasks.parsing import cky
+from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL, PADDING
 from keras_transformer.tasks.parsing.constraint import CLOSE, OPEN, SLOT, TreeTokens
+from keras_transformer.tasks.parsing.model import ParsingSection, at_words, word_pieces
 
 CHAIN = 3  # labels per span: a unary chain's outermost three
-PADDING, EMPTY = 0, 1  # span classes: not a span of the sentence; ∅ (no constituent here, or the chain ends)
-FIRST_LABEL = 2  # the first phrase label's class; tags start at class 1
 _KIND, _LABEL, _TAG, _WORD_START = range(4)  # rows of ChartParser.chart_tables
 
 
@@ -129,12 +128,11 @@ class Chart(NamedTuple):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class ChartParser(Transformer):
+class ChartParser(ParsingSection, Transformer):
     """The paper's encoder with a span classifier and CKY instead of the decoder (module docstring)."""
 
     has_decoder = False
     tokenizer_tables = True
-    CONFIG_KEYS = ("parsing",)
 
     def __init__(self, config, parsing: Optional[Union[ParsingConfig, dict]] = None, **kwargs):
         parsing = ParsingConfig(**parsing) if isinstance(parsing, dict) else parsing
@@ -185,19 +183,11 @@ class ChartParser(Transformer):
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
         memory = self.encode(source_ids, training=training)  # [B, S, D]
-        real = tf.logical_and(tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID))  # [B, S]
-        starts = tf.gather(self._table(_WORD_START), source_ids) * tf.cast(real, tf.int32)  # [B, S]
+        starts, word, ends = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
         words = tf.reduce_sum(starts, axis=1)  # [B]
         num_words = tf.maximum(tf.reduce_max(words), 1)  # N
-        word = tf.cumsum(starts, axis=1) - 1  # [B, S] the word of each piece
-        next_starts = tf.pad(starts[:, 1:], [[0, 0], [0, 1]])
-        next_real = tf.pad(tf.cast(real[:, 1:], tf.int32), [[0, 0], [0, 1]])
-        ends = real & ((next_starts > 0) | tf.equal(next_real, 0))  # [B, S] the last piece of a word
-
-        def at_words(row):  # [B, S] word index or -1 -> [B, N, D]: the output at that piece of each word
-            return tf.einsum("bsk,bsd->bkd", tf.one_hot(row, num_words, dtype=memory.dtype), memory)
-
-        first, last = at_words(tf.where(starts > 0, word, -1)), at_words(tf.where(ends, word, -1))  # [B, N, D]
+        first = at_words(tf.where(starts > 0, word, -1), memory, num_words)  # [B, N, D]
+        last = at_words(tf.where(ends, word, -1), memory, num_words)  # [B, N, D]
         half = self.config.d_model // 2
         ends_vectors = ops.cast(self.fencepost_ends, memory.dtype)
         batch = tf.shape(source_ids)[0]
@@ -246,13 +236,6 @@ class ChartParser(Transformer):
         ids = ops.ones((1, 2), dtype="int32")
         self.chart(ids, training=False)
         self.built = True
-
-    def get_config(self):
-        return {**super().get_config(), "parsing": dataclasses.asdict(self.parsing)}
-
-    @classmethod
-    def from_recipe(cls, recipe: Recipe, **kwargs) -> Transformer:
-        return cls(recipe.model, parsing=recipe.parsing, **kwargs)
 
     @classmethod
     def extra_parameters(cls, recipe: Recipe) -> int:

@@ -25,7 +25,8 @@ from typing import NamedTuple, Sequence
 
 import tensorflow as tf
 
-_CHAIN_PADDING, _EMPTY, _FIRST_LABEL = 0, 1, 2  # the span classes of chart.py
+PADDING, EMPTY = 0, 1  # span classes: not a span of the sentence; ∅ (no constituent here, or the chain ends)
+FIRST_LABEL = 2  # the first phrase label's class; tags start at class 1
 
 
 class Parse(NamedTuple):
@@ -96,17 +97,17 @@ def parse(span_logits, tag_logits, words) -> Parse:
     """The best tree of each item (module docstring)."""
     log_p = tf.nn.log_softmax(span_logits, axis=-1)  # [B, N+1, N+1, CHAIN, C]
     first = log_p[..., 0, :]  # [B, N+1, N+1, C]
-    label = tf.argmax(first[..., _FIRST_LABEL:], axis=-1, output_type=tf.int32) + _FIRST_LABEL
-    margin = tf.reduce_max(first[..., _FIRST_LABEL:], axis=-1) - first[..., _EMPTY]  # [B, N+1, N+1]
+    label = tf.argmax(first[..., FIRST_LABEL:], axis=-1, output_type=tf.int32) + FIRST_LABEL
+    margin = tf.reduce_max(first[..., FIRST_LABEL:], axis=-1) - first[..., EMPTY]  # [B, N+1, N+1]
     fence = tf.range(tf.shape(margin)[1])
     is_root = tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
     scores = tf.where(is_root, margin, tf.maximum(margin, 0.0))
     in_tree, total = best_tree(scores, words)
     constituent = in_tree & (is_root | (margin > 0.0))  # [B, N+1, N+1]
-    inner = tf.argmax(log_p[..., 1:, _EMPTY:], axis=-1, output_type=tf.int32) + _EMPTY  # [B, N+1, N+1, CHAIN-1]
-    ended = tf.cumsum(tf.cast(tf.equal(inner, _EMPTY), tf.int32), axis=-1) > 0  # the chain stopped at or before
-    chain = tf.concat([label[..., None], tf.where(ended, _CHAIN_PADDING, inner)], axis=-1)
-    chains = tf.where(constituent[..., None], chain, _CHAIN_PADDING)  # [B, N+1, N+1, CHAIN]
+    inner = tf.argmax(log_p[..., 1:, EMPTY:], axis=-1, output_type=tf.int32) + EMPTY  # [B, N+1, N+1, CHAIN-1]
+    ended = tf.cumsum(tf.cast(tf.equal(inner, EMPTY), tf.int32), axis=-1) > 0  # the chain stopped at or before
+    chain = tf.concat([label[..., None], tf.where(ended, PADDING, inner)], axis=-1)
+    chains = tf.where(constituent[..., None], chain, PADDING)  # [B, N+1, N+1, CHAIN]
     tags = tf.argmax(tag_logits[..., 1:], axis=-1, output_type=tf.int32) + 1  # [B, N]
     return Parse(chains, tags, total, words)
 

@@ -32,11 +32,40 @@ from keras_transformer.model import Transformer, register_task_model
 MAX_DEPTH = 64  # bracket_depth: depths from here on share the last row of the depth embedding
 
 
+def word_pieces(source_ids, starts_word):
+    """source_ids [B, S] (pieces, EOS, PAD), starts_word [B, S] (1 where the piece's text begins a word) ->
+    (starts [B, S] int32: 1 where a sentence piece starts a word; word [B, S] int32: the word each piece belongs
+    to; ends [B, S] bool: the piece is its word's last, the next one starting a word or not a word's)."""
+    real = masks.text_pieces(source_ids)  # [B, S]
+    starts = ops.cast(starts_word, "int32") * ops.cast(real, "int32")  # [B, S]
+    word = ops.cumsum(starts, axis=1) - 1  # [B, S]
+    next_starts = ops.pad(starts[:, 1:], [[0, 0], [0, 1]])  # [B, S]
+    next_real = ops.pad(ops.cast(real[:, 1:], "int32"), [[0, 0], [0, 1]])
+    return starts, word, ops.logical_and(real, ops.logical_or(next_starts > 0, next_real == 0))
+
+
+def at_words(row, memory, num_words):
+    """row [B, S]: the word each piece goes to, -1 for none; memory [B, S, D] -> [B, num_words, D]."""
+    return ops.einsum("bsk,bsd->bkd", ops.one_hot(row, num_words, dtype=memory.dtype), memory)
+
+
+class ParsingSection:
+    """What a parsing model keeps of its recipe's ``parsing`` section: the config key, get_config, from_recipe."""
+
+    CONFIG_KEYS = ("parsing",)
+
+    def get_config(self):
+        return {**super().get_config(), "parsing": dataclasses.asdict(self.parsing)}
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **kwargs) -> Transformer:
+        return cls(recipe.model, parsing=recipe.parsing, **kwargs)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class ParsingTransformer(Transformer):
+class ParsingTransformer(ParsingSection, Transformer):
     reads_context = True
     tokenizer_tables = True
-    CONFIG_KEYS = ("parsing",)
 
     def __init__(self, config, parsing: Optional[Union[ParsingConfig, dict]] = None, **kwargs):
         parsing = ParsingConfig(**parsing) if isinstance(parsing, dict) else parsing or ParsingConfig(align_words=True)
@@ -82,23 +111,14 @@ class ParsingTransformer(Transformer):
         """source_ids [B, S], memory [B, S, D] -> [B, S, D]: row k the encoder output at word k's first piece,
         zeros past the last word (PAD and EOS start no word). With ``word_span`` [B, S, 3D]: row k also holds the
         outputs at the last piece of word k and of word k-1 (zeros where there is none)."""
-        real = masks.text_pieces(source_ids)  # [B, S]
-        starts = self._table(1, source_ids) * ops.cast(real, "int32")  # [B, S]
-        word = ops.cumsum(starts, axis=1) - 1  # [B, S]: the word each piece belongs to
+        starts, word, ends = word_pieces(source_ids, self._table(1, source_ids))
         positions = ops.shape(source_ids)[1]
-
-        def gather(row):  # row [B, S]: the word row each piece goes to, -1 for none -> [B, S word, D]
-            return ops.einsum("bsk,bsd->bkd", ops.one_hot(row, positions, dtype=memory.dtype), memory)
-
-        first = gather(ops.where(starts > 0, word, -1))
+        first = at_words(ops.where(starts > 0, word, -1), memory, positions)
         if not self.parsing.word_span:
             return first
-        # a piece ends its word when the next piece starts one or is not a word's (PAD, EOS, past the end)
-        next_starts = ops.pad(starts[:, 1:], [[0, 0], [0, 1]])  # [B, S]
-        next_real = ops.pad(ops.cast(real[:, 1:], "int32"), [[0, 0], [0, 1]])
-        ends = ops.logical_and(real, ops.logical_or(next_starts > 0, next_real == 0))  # [B, S]
         last = ops.where(ends, word, -1)
-        return ops.concatenate([first, gather(last), gather(ops.where(ends, word + 1, -1))], axis=-1)
+        return ops.concatenate([first, at_words(last, memory, positions),
+                                at_words(ops.where(ends, word + 1, -1), memory, positions)], axis=-1)
 
     def context_inputs(self, target_in_ids, context):
         """target_in_ids [B, T], context = words [B, S, D or 3D] -> P · words[k_t] [B, T, D], k_t the leaves in
@@ -160,13 +180,6 @@ class ParsingTransformer(Transformer):
         super().build(input_shape)
         if self.parsing.tag_loss:
             self.word_tagger.build((None, self.config.d_model))
-
-    def get_config(self):
-        return {**super().get_config(), "parsing": dataclasses.asdict(self.parsing)}
-
-    @classmethod
-    def from_recipe(cls, recipe: Recipe, **kwargs) -> Transformer:
-        return cls(recipe.model, parsing=recipe.parsing, **kwargs)
 
     @classmethod
     def extra_parameters(cls, recipe: Recipe) -> int:
