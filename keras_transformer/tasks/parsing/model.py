@@ -27,7 +27,7 @@ from keras import ops
 from keras_transformer import PAD_ID, losses
 from keras_transformer.config import ParsingConfig, Recipe
 from keras_transformer.layers import masks
-from keras_transformer.model import Transformer, register_task_model
+from keras_transformer.model import Transformer
 
 MAX_DEPTH = 64  # bracket_depth: depths from here on share the last row of the depth embedding
 
@@ -187,15 +187,3 @@ class ParsingTransformer(ParsingSection, Transformer):
         p, d = recipe.parsing, recipe.model.d_model
         return (3 if p.word_span else 1) * d * d + MAX_DEPTH * d * p.bracket_depth + d * d * bool(p.tag_loss)
 
-
-def model_class(recipe: Recipe) -> type:
-    """A parsing recipe's model: ``chart.ChartParser`` with ``chart_labels``, ``ParsingTransformer`` with
-    ``align_words``, else the paper's Transformer."""
-    if recipe.parsing.chart_labels:
-        from keras_transformer.tasks.parsing.chart import ChartParser  # chart.py builds on this module's imports
-
-        return ChartParser
-    return ParsingTransformer if recipe.parsing.align_words else Transformer
-
-
-register_task_model("parsing", model_class)

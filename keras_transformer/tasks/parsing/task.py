@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from keras_transformer.config import Recipe
 from keras_transformer.data import corpora
+from keras_transformer.model import Transformer, register_task_model
 from keras_transformer.tasks.base import Decoded, Task
 from keras_transformer.tasks.parsing import constraint, metric, treebank
 from keras_transformer.tasks.parsing import trees as trees_lib
@@ -60,3 +62,14 @@ class ParsingTask(Task):
 
     def dev_callback(self, recipe, tokenizer, logdir, num_samples, data_dir=None):
         return DevF1.from_eval_split(recipe, tokenizer, logdir, num_samples, data_dir)
+
+
+def model_class(recipe: Recipe) -> type:
+    """A parsing recipe's model: ``chart.ChartParser`` with ``chart_labels``, ``model.ParsingTransformer`` with
+    ``align_words``, else the paper's Transformer."""
+    if recipe.parsing.chart_labels:
+        return ChartParser
+    return ParsingTransformer if recipe.parsing.align_words else Transformer
+
+
+register_task_model("parsing", model_class)
