@@ -17,7 +17,8 @@ and with ``target_token_dropout`` each decoder input piece (a task's context rea
 Logits are float32 also under mixed precision.
 
 A task may add to what the decoder reads (not in the paper): a subclass that ``register_task_model`` names for the
-task's recipes (the parser's word features, ``tasks/parsing/model.py``) writes the hooks ``source_context``
+task's recipes (the parser's word features, ``tasks/parsing/model.py``) writes the hooks ``source_features`` (added
+to the encoder's input embeddings: the chart parser's characters), ``source_context``
 (read once from the source), ``context_inputs`` (a vector added to each decoder input of the full pass),
 ``context_state`` and ``context_step`` (the same, one search step at a time) and ``auxiliary_loss`` (a training
 term). The paper's model gives the decoder nothing more (``reads_context`` False).
@@ -111,9 +112,11 @@ class Transformer(keras.Model):
         return ops.where(drop, ops.cast(UNK_ID, ids.dtype), ids)
 
     def encode(self, source_ids, training=None):
-        """source_ids [B, S] -> memory [B, S, D]; the mask (and a task's source_context) read the real pieces."""
+        """source_ids [B, S] -> memory [B, S, D]; the mask (and a task's source_features and source_context) read
+        the real pieces."""
         read = self.read_as_unknown(source_ids) if training and self._source_token_dropout else source_ids
-        x = self._embed(read, training=training, embedding=self.source_embedding)
+        x = self._embed(read, training=training, embedding=self.source_embedding,
+                        extra=self.source_features(source_ids))
         return self.encoder(x, masks.padding_mask(source_ids), training=training)
 
     def decode(self, target_in_ids, memory, memory_mask, training=None, context=None):
@@ -154,6 +157,11 @@ class Transformer(keras.Model):
 
     def add_context_layers(self) -> None:
         """Creates the layers a task's subclass adds (called in ``__init__`` after the decoder's); none here."""
+
+    def source_features(self, source_ids):
+        """source_ids [B, S] -> [B, S, D] added to the encoder's input embeddings (a subclass's, from the real
+        pieces); None: nothing (the paper's model)."""
+        return None
 
     def source_context(self, source_ids, memory):
         """source_ids [B, S], memory [B, S, D] -> what ``context_inputs`` and ``context_step`` read, once per

@@ -31,6 +31,10 @@ class ParsingConfig:
     POS tags (the tokenizer's, counted when training starts); 0: the paper's sequence-to-sequence parser."""
     chart_hidden: int = 250
     """Parsing, with --chart_labels: the hidden width of the span and tag classifiers (Kitaev & Klein, 2018)."""
+    char_filters: int = 0
+    """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
+    many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
+    2018 read characters too); 0: off."""
 
     def __post_init__(self):
         _require(not self.word_span or self.align_words, "word_span", "needs align_words")
@@ -39,5 +43,7 @@ class ParsingConfig:
         _require(self.tag_loss >= 0.0, "tag_loss", f"must be >= 0, got {self.tag_loss}")
         _require(self.chart_labels >= 0, "chart_labels", f"must be >= 0, got {self.chart_labels}")
         _require(self.chart_hidden > 0, "chart_hidden", f"must be positive, got {self.chart_hidden}")
+        _require(self.char_filters >= 0, "char_filters", f"must be >= 0, got {self.char_filters}")
+        _require(not self.char_filters or self.chart_labels, "char_filters", "needs chart_labels")
         _require(not (self.chart_labels and self.align_words), "chart_labels",
                  "a chart parser has no decoder to align; not with align_words")

@@ -118,13 +118,13 @@ def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
 
 
 def tiny_chart_recipe():
-    """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces)."""
+    """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces), reading characters."""
     base = recipes.get("ptb_sample_chart")
     return dataclasses.replace(
         base, name="ptb_chart_tiny",
         model=dataclasses.replace(base.model, vocab_size=600, d_model=64, d_ff=128, num_heads=2,
                                   num_encoder_layers=1, dropout=0.1, attention_dropout=0.0),
-        parsing=dataclasses.replace(base.parsing, chart_hidden=32),
+        parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8),
         train=dataclasses.replace(base.train, train_steps=30, checkpoint_every=15, warmup_steps=15,
                                   max_train_minutes=0, mixed_precision=False, bleu_samples=8),
         decode=dataclasses.replace(base.decode, average_checkpoints=2))
@@ -135,6 +135,33 @@ def test_the_chart_recipe_counts_its_parameters():
     model = build_model(tiny_chart_recipe())
     assert sum(int(np.prod(v.shape)) for v in model.trainable_weights) == count_parameters(tiny_chart_recipe())
     assert not hasattr(model, "decoder") and recipe.model.num_decoder_layers == 0
+
+
+def test_each_piece_of_a_word_reads_the_whole_words_characters():
+    """source_features: c_k is the max over every piece of word k of its characters' convolution, W_c c_k + b_c is
+    added at each of the word's pieces, zeros at EOS and PAD, the same for the word wherever it stands."""
+    model = build_model(tiny_chart_recipe())
+    rest = model.config.vocab_size - 9
+    pieces = ("", "", "", "", "un", "believ", "able", "dog", "x" * 20) + ("",) * rest
+    starts = (False,) * 4 + (True, False, False, True, True) + (False,) * rest
+    model.set_tables(TreeTokens((BANNED,) * 3 + (EOS,) + (BANNED,) * (5 + rest), starts, ("",) * len(pieces), pieces))
+    assert chart.piece_characters(pieces)[8] == [2] * chart.CHARS_PER_PIECE  # "x" is the most frequent character
+    ids = tf.constant([[4, 5, 6, 7, EOS_ID, PAD_ID], [7, 8, 4, 5, 6, EOS_ID]])
+    features = model.source_features(ids).numpy()  # [2, 6, D]
+
+    def piece_vector(piece):
+        chars = tf.constant([chart.piece_characters(pieces)[piece]])
+        return np.max(model.char_conv(model.char_embedding(chars)).numpy()[0][: min(len(pieces[piece]), 16)], axis=0)
+
+    def word_vector(*word):
+        c = np.max([piece_vector(piece) for piece in word], axis=0)
+        return model.char_projection(c[None, :]).numpy()[0]
+
+    unbelievable, dog = word_vector(4, 5, 6), word_vector(7)
+    np.testing.assert_allclose(features[0, :4], [unbelievable] * 3 + [dog], atol=1e-5)
+    np.testing.assert_array_equal(features[0, 4:], 0.0)
+    np.testing.assert_allclose(features[1, [0, 1, 2, 3, 4]], [dog, word_vector(8)] + [unbelievable] * 3, atol=1e-5)
+    np.testing.assert_array_equal(features[1, 5], 0.0)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -23,14 +23,24 @@ target in the graph, so this parser trains on the translation data path and trai
 (``training_statistics``). Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
 and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
+With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
+character CNN; Kitaev & Klein read characters with an LSTM): the characters of every piece of word k (up to
+CHARS_PER_PIECE each) embedded, convolved (width 3, F filters, ReLU) and max-pooled over the whole word,
+
+    c_k = max over the characters of word k of ReLU(conv(char embeddings))                          [F]
+    input(piece) += W_c c_k + b_c    (every piece of word k)                                         [D]
+
+read from the real pieces also where word dropout reads UNK, so a rare word keeps its spelling.
+
 Which target pieces open a constituent with which label class, and which are tag leaves of which class, come from
 the tokenizer (``set_tables``, ``ParsingTask.prepare_model``; class order = piece order) and are kept with the
-weights, as the sequence-to-sequence parser's word tables are.
+weights, as the sequence-to-sequence parser's word tables are; so are each piece's characters.
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple, Union
+import collections
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import keras
 import tensorflow as tf
@@ -38,6 +48,7 @@ from keras import ops
 
 from keras_transformer import losses
 from keras_transformer.config import ParsingConfig, Recipe
+from keras_transformer.layers import masks
 from keras_transformer.model import Transformer
 from keras_transformer.tasks.parsing import cky
 from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL, PADDING
@@ -46,6 +57,26 @@ from keras_transformer.tasks.parsing.model import ParsingSection, at_words, word
 
 CHAIN = 3  # labels per span: a unary chain's outermost three
 _KIND, _LABEL, _TAG, _WORD_START = range(4)  # rows of ChartParser.chart_tables
+CHAR_ROWS = 256  # character ids: 0 none, 1 a character past the table's room, 2.. by frequency in the vocabulary
+CHARS_PER_PIECE = 16  # a longer piece keeps its first 8 and last 8 characters
+CHAR_EMBEDDING = 32  # the width of a character's embedding
+CHAR_WIDTH = 3  # the convolution's window
+
+
+def piece_characters(pieces: Sequence[str]):
+    """pieces [V] (texts, ``TreeTokens.pieces``) -> [V][CHARS_PER_PIECE] character ids (0 past a piece's end;
+    the most frequent characters of the vocabulary's pieces get the CHAR_ROWS - 2 ids from 2, ties by character,
+    the rest 1)."""
+    counts = collections.Counter(char for piece in pieces for char in piece)
+    ranked = sorted(counts, key=lambda char: (-counts[char], char))[: CHAR_ROWS - 2]
+    ids = {char: 2 + rank for rank, char in enumerate(ranked)}
+    half = CHARS_PER_PIECE // 2
+    rows = []
+    for piece in pieces:
+        kept = piece if len(piece) <= CHARS_PER_PIECE else piece[:half] + piece[-half:]
+        row = [ids.get(char, 1) for char in kept]
+        rows.append(row + [0] * (CHARS_PER_PIECE - len(row)))
+    return rows
 
 
 class ChartClasses(NamedTuple):
@@ -162,6 +193,13 @@ class ChartParser(ParsingSection, Transformer):
         self.tag_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="tag_norm")
         self.tag_out = keras.layers.Dense(self.num_classes, name="tag_labels")
         self.classifier_dropout = keras.layers.Dropout(self.config.dropout, name="classifier_dropout")
+        if self.parsing.char_filters:  # [V, CHARS_PER_PIECE] each piece's character ids (piece_characters)
+            self.char_table = self.add_weight(shape=(vocab, CHARS_PER_PIECE), initializer="zeros", dtype="float32",
+                                              trainable=False, autocast=False, name="char_table")
+            self.char_embedding = keras.layers.Embedding(CHAR_ROWS, CHAR_EMBEDDING, name="char_embedding")
+            self.char_conv = keras.layers.Conv1D(self.parsing.char_filters, CHAR_WIDTH, padding="same",
+                                                 activation="relu", name="char_conv")
+            self.char_projection = keras.layers.Dense(d, name="char_projection")  # W_c, b_c
 
     def set_tables(self, tokens: TreeTokens) -> ChartClasses:
         """Fills ``chart_tables`` from a parser's tokenizer (``constraint.token_kinds``); a ValueError naming
@@ -173,12 +211,33 @@ class ChartParser(ParsingSection, Transformer):
                 raise ValueError(f"chart_labels: the tokenizer has {len(found)} {what}, the model room for {room}")
         rows = [tokens.kinds, classes.label_of, classes.tag_of, [int(s) for s in tokens.word_starts]]
         self.chart_tables.assign(ops.cast(ops.stack([ops.convert_to_tensor(r) for r in rows]), "float32"))
+        if self.parsing.char_filters:
+            self.char_table.assign(ops.cast(ops.convert_to_tensor(piece_characters(tokens.pieces)), "float32"))
         return classes
 
     def _table(self, row):
         return ops.cast(self.chart_tables[row], "int32")  # [V]
 
     # -- the forward pass --------------------------------------------------------------------------
+
+    def source_features(self, source_ids):
+        """source_ids [B, S] -> [B, S, D]: W_c c_k + b_c at every piece of word k (module docstring), zeros at
+        EOS and PAD; None without ``char_filters``."""
+        if not self.parsing.char_filters:
+            return None
+        chars = tf.gather(ops.cast(self.char_table, "int32"), source_ids)  # [B, S, L]
+        batch, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        flat = tf.reshape(chars, [-1, CHARS_PER_PIECE])  # [B*S, L]
+        h = ops.cast(self.char_conv(self.char_embedding(flat)), "float32")  # [B*S, L, F], >= 0
+        h = tf.reduce_max(tf.where(flat[..., None] > 0, h, 0.0), axis=1)  # [B*S, F]: each piece's characters
+        _, word, _ = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
+        text = masks.text_pieces(source_ids) & (word >= 0)  # [B, S]
+        rows = batch * length
+        segment = tf.reshape(tf.where(text, tf.range(batch)[:, None] * length + word, rows), [-1])  # [B*S]
+        c = tf.gather(tf.math.unsorted_segment_max(h, segment, rows + 1), segment)  # [B*S, F]: the word's c_k
+        c = tf.where(tf.reshape(text, [-1, 1]), c, 0.0)
+        return self.char_projection(tf.reshape(c, [batch, length, self.parsing.char_filters])) * ops.cast(
+            text[..., None], self.compute_dtype)  # [B, S, D]
 
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
@@ -239,11 +298,14 @@ class ChartParser(ParsingSection, Transformer):
 
     @classmethod
     def extra_parameters(cls, recipe: Recipe) -> int:
-        """START and STOP, W_1 and c_1, the span LayerNorm, W_2 and c_2; the tag classifier's three layers."""
+        """START and STOP, W_1 and c_1, the span LayerNorm, W_2 and c_2; the tag classifier's three layers; with
+        ``char_filters`` F the character embeddings, the convolution and W_c, b_c."""
         d, hidden, classes = recipe.model.d_model, recipe.parsing.chart_hidden, recipe.parsing.chart_labels + 2
         span = 2 * d + d * hidden + hidden + 2 * hidden + (hidden + 1) * CHAIN * classes
         tag = (2 * d + 1) * hidden + 2 * hidden + (hidden + 1) * classes
-        return span + tag
+        f = recipe.parsing.char_filters
+        chars = CHAR_ROWS * CHAR_EMBEDDING + (CHAR_WIDTH * CHAR_EMBEDDING + 1) * f + (f + 1) * d if f else 0
+        return span + tag + chars
 
 
 def chart_texts(classes: ChartClasses) -> Tuple[List[str], List[str]]:

@@ -57,6 +57,7 @@ class TreeTokens(NamedTuple):
     kinds: Tuple[int, ...]  # [V]: BANNED, OPEN, CLOSE, SLOT or EOS
     word_starts: Tuple[bool, ...]  # [V]: the piece begins a word (counts the source's words)
     texts: Tuple[str, ...] = ()  # [V]: a tree piece's token ("(NP", ")", "@NN", "XX"), "" for every other piece
+    pieces: Tuple[str, ...] = ()  # [V]: every piece's text without the word-start mark, "" for control pieces
 
 
 def token_kinds(tokenizer) -> TreeTokens:
@@ -64,9 +65,11 @@ def token_kinds(tokenizer) -> TreeTokens:
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(tokenizer.model_proto)
     user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
-    kinds, starts, texts = [], [], []
+    kinds, starts, texts, pieces = [], [], [], []
+    normal = (sentencepiece_model_pb2.ModelProto.SentencePiece.NORMAL, user_defined)
     for piece in proto.pieces:
         text = piece.piece
+        pieces.append(text.removeprefix(_WORD_START) if piece.type in normal else "")
         kind, word = BANNED, ""
         if piece.type == user_defined and text.startswith(_WORD_START):
             word = text[len(_WORD_START):]
@@ -80,7 +83,7 @@ def token_kinds(tokenizer) -> TreeTokens:
         if kind not in kinds:
             raise ValueError(f"{tokenizer.model_path}: no atomic {what!r} piece; not a parser's tokenizer "
                              "(corpus ptb trains one)")
-    return TreeTokens(tuple(kinds), tuple(starts), tuple(texts))
+    return TreeTokens(tuple(kinds), tuple(starts), tuple(texts), tuple(pieces))
 
 
 def count_words(source_ids, word_starts):
