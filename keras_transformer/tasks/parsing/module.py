@@ -132,8 +132,7 @@ class ChartParsing(ServingModule):
             raise ValueError("ids_only: a parser's export is text in, trees out; it has no ids-only form")
         kwargs.pop("parallel_searches", None)  # one CKY per batch: nothing to deal out
         super().__init__(model, tokenizer, recipe, True, name, **kwargs)
-        self._tokens = constraint.token_kinds(tokenizer)
-        self._label_texts, self._tag_texts = chart.chart_texts(chart.chart_classes(self._tokens))
+        self._label_texts, self._tag_texts = chart.chart_texts(chart.chart_classes(constraint.token_kinds(tokenizer)))
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
         source_ids, truncated = self.encode(inputs)  # [B, S], [B]
