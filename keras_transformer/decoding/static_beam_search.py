@@ -62,6 +62,29 @@ def segment_sizes(max_steps: int, first: Optional[int] = 16) -> Tuple[int, ...]:
     return tuple(sizes) + (max_steps,)
 
 
+def masked_step(step_fn, beam_size: int, eos_id=EOS_ID, bos_id=BOS_ID, stop_rule="exact"):
+    """One step of the search on fixed shapes, stopped items masked: the loop body of ``static_beam_search`` and
+    the compiled step of ``hybrid_beam_search``.
+
+    -> step(i, active [B], beams, cache [B*K, ...], constants, max_lengths [B], alpha, n) -> (beams, stops [B],
+    cache): the items still ``active`` extended by one token (``Beams.expand``), the others' beams frozen;
+    ``stops``, the active items that stop at this step (``Beams.done``); the cache reordered with the beams in
+    one gather (row j*K + m takes its source beam's row; inactive items' rows stay put). Every output keeps its
+    input's shape."""
+    k = beam_size
+
+    def step(i, active, beams, cache, constants, max_lengths, alpha, n):
+        log_probs, cache = step_fn(beams.last_tokens(i, bos_id), i, cache, constants)  # [B*K, V]
+        new, source_beams = beams.expand(log_probs, i, k, alpha, eos_id)
+        new = Beams(*(_frozen(active, x, old) for x, old in zip(new, beams)))  # stopped items keep theirs
+        stops = active & new.done(i, max_lengths, alpha, n, stop_rule)  # [B] the items that stop at this step
+        source_beams = tf.where(active[:, None], source_beams, tf.range(k)[None, :])  # [B, K]
+        rows = tf.reshape(tf.range(tf.shape(active)[0])[:, None] * k + source_beams, [-1])  # [B*K]
+        return new, stops, tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
+
+    return step
+
+
 def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alpha, max_steps: int, constants=(),
                        eos_id=EOS_ID, bos_id=BOS_ID, segments: Optional[Sequence[int]] = None,
                        grow_cache=None, num_hypotheses=None, stop_rule="exact") -> SearchResult:
@@ -87,17 +110,12 @@ def static_beam_search(step_fn, initial_cache, beam_size: int, max_lengths, alph
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # the steps the longest item may take
 
+    masked = masked_step(step_fn, k, eos_id, bos_id, stop_rule)
+
     def step(i, active, beams, cache, out_seq, out_scores):  # position-indexed tensors T_j long, T_j static
-        log_probs, cache = step_fn(beams.last_tokens(i, bos_id), i, cache, constants)  # [B*K, V]
-        new, source_beams = beams.expand(log_probs, i, k, alpha, eos_id)
-        new = Beams(*(_frozen(active, x, old) for x, old in zip(new, beams)))  # stopped items keep theirs
-        stops = active & new.done(i, max_lengths, alpha, n, stop_rule)  # [B] the items that stop at this step
+        new, stops, cache = masked(i, active, beams, cache, constants, max_lengths, alpha, n)
         out_seq, out_scores = (_frozen(stops, x, out) for x, out in zip(new.results(i + 1, alpha),
                                                                         (out_seq, out_scores)))
-        # The cache in one gather: row j*K + m takes its source beam's row; stopped items' rows stay put.
-        source_beams = tf.where(active[:, None], source_beams, tf.range(k)[None, :])  # [B, K]
-        rows = tf.reshape(tf.range(b)[:, None] * k + source_beams, [-1])  # [B*K]
-        cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
         return i + 1, active & ~stops, new, cache, out_seq, out_scores
 
     def searching(i, active):

@@ -15,6 +15,9 @@ V = 7
 # A dip, then near-certainty: at α = 2, A B C EOS (P = 0.49 * 0.6 * 0.999²; log P / lp(4) = -0.545) beats EOS
 # (P = 0.5; -0.693), though after step 0 the alive A (log 0.49 / lp(1) = -0.713) looks worse than EOS.
 DIP = {BOS_ID: {EOS_ID: 0.5, A: 0.49}, A: {B_: 0.6, C: 0.4}, B_: {C: 0.999}, C: {EOS_ID: 0.999}}
+# Greedy takes A (0.6) then EOS: P = 0.24. The best sequence starts with the less likely B: B EOS, P = 0.36.
+GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
+NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}  # every item runs to its maximum length
 
 
 def table_step_fn(transitions):

@@ -10,7 +10,7 @@ from keras_transformer.decoding import (NEG_INF, beam_search, greedy_search, gre
 from keras_transformer.decoding import model_step
 from keras_transformer.decoding.log_probs import top_k_by_blocks
 from tests.decoding import tables
-from tests.decoding.tables import A, B_, C, V, table_step_fn
+from tests.decoding.tables import GARDEN_PATH, A, B_, C, V, table_step_fn
 
 
 def run(step_fn, beam_size, max_lengths, alpha):
@@ -30,10 +30,6 @@ def test_source_lengths_count_every_token_but_pad():
 def test_length_penalty_is_gnmt():
     np.testing.assert_allclose(length_penalty([1, 7, 3], 0.6), [1.0, 2.0**0.6, (8 / 6) ** 0.6], rtol=1e-6)
     np.testing.assert_allclose(length_penalty([4, 50], 0.0), [1.0, 1.0])
-
-
-# Greedy takes A (0.6) then EOS: P = 0.24. The best sequence starts with the less likely B: B EOS, P = 0.36.
-GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
 
 
 def test_beam_finds_the_best_sequence_greedy_misses():

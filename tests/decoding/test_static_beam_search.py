@@ -4,15 +4,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.decoding import beam_search, model_step, translate_ids
 from keras_transformer.decoding import static_beam_search as static
 from tests.decoding import tables
-from tests.decoding.tables import A, B_, C, V, table_step_fn
+from tests.decoding.tables import GARDEN_PATH, NEVER_EOS, table_step_fn
 
 
-GARDEN_PATH = {BOS_ID: {A: 0.6, B_: 0.4}, A: {A: 0.3, B_: 0.3, EOS_ID: 0.4}, B_: {EOS_ID: 0.9, A: 0.05, B_: 0.05}}
-NEVER_EOS = {prev: {A: 0.7, B_: 0.2, C: 0.1} for prev in range(V)}
 
 
 @pytest.mark.parametrize("segments", [None, (1, 2, 4, 12)])  # one loop; loops of 1, 1, 2 and 8 steps
@@ -52,25 +50,6 @@ def test_self_attention_on_a_preallocated_cache_equals_the_growing_one(model):
         np.testing.assert_allclose(out_fixed, out, atol=1e-6)
         np.testing.assert_array_equal(k_fixed[:, :, : step + 1], k)
         assert (k_fixed.numpy()[:, :, step + 1:] == 0).all()
-
-
-@pytest.fixture(scope="module")
-def sources():
-    """Lengths 2, 12, 7, 0 (an empty source: all PAD) and 5."""
-    src = np.random.default_rng(0).integers(4, 50, (5, 12)).astype(np.int32)
-    src[0, 2:] = PAD_ID
-    src[2, 7:] = PAD_ID
-    src[3, :] = PAD_ID
-    src[4, 5:] = PAD_ID
-    return src
-
-
-@pytest.fixture(scope="module")
-def eos_prone(model, sources):
-    """The model made to end sentences (tables.eos_prone): items finish at different steps, some fall back to
-    alive beams."""
-    with tables.eos_prone(model, sources) as prone:
-        yield prone
 
 
 @pytest.mark.parametrize("beam_size, alpha, extra_length, rows, n, jit_compile, stop_rule", [
