@@ -16,8 +16,10 @@ own tokenization and detokenization with the model's SentencePiece file. Systems
     saved_model_bfloat16 the same, exported in bfloat16 (export.with_precision; kt-export --precision=bfloat16)
     saved_model_xla      the same with the search compiled by XLA (kt-export --jit_compile, default buckets); its
                          warm-up requests compile every bucket at load (load_seconds), as TF Serving does
-    saved_model_heuristic, saved_model_xla_heuristic, saved_model_bfloat16_heuristic
-                         saved_model, saved_model_xla and saved_model_bfloat16 with kt-export --stop_rule=heuristic
+    saved_model_step     the same with the default search's loop around an XLA-compiled step (kt-export
+                         --step_compile, decoding.hybrid_beam_search); its warm-up requests replayed at load
+    saved_model_heuristic, saved_model_xla_heuristic, saved_model_step_heuristic, saved_model_bfloat16_heuristic
+                         the four above with kt-export --stop_rule=heuristic
                          (an input's search stops as if its unfinished hypotheses ended now: HF generate's default
                          rule)
     <any of the above>_onednn
@@ -72,7 +74,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 
 from bench import harness  # noqa: E402
-from keras_transformer.config import XlaBuckets
+from keras_transformer.config import StepCompile, XlaBuckets
 from keras_transformer.serving import checks
 from keras_transformer.data import files
 from keras_transformer import tasks
@@ -80,8 +82,8 @@ from keras_transformer import artifacts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_heuristic", "saved_model_xla_heuristic",
-        "saved_model_bfloat16_heuristic")
+OURS = ("saved_model", "saved_model_bfloat16", "saved_model_xla", "saved_model_step", "saved_model_heuristic",
+        "saved_model_xla_heuristic", "saved_model_step_heuristic", "saved_model_bfloat16_heuristic")
 ONEDNN = "_onednn"  # suffix: one of OURS run with oneDNN's kernels
 ALL_SYSTEMS = (*OURS, *(s + ONEDNN for s in OURS), "ctranslate2_float32", "ctranslate2_int8",
                "kt_ctranslate2_float32", "kt_ctranslate2_int8", "kt_ctranslate2_gnmt_float32",
@@ -111,6 +113,8 @@ FLAGS = flags.FLAGS
 LABELS = {"saved_model": "keras_transformer SavedModel (fresh export)",
           "saved_model_bfloat16": "keras_transformer SavedModel, --precision=bfloat16",
           "saved_model_xla": "keras_transformer SavedModel, --jit_compile (XLA)",
+          "saved_model_step": "keras_transformer SavedModel, --step_compile (XLA step)",
+          "saved_model_step_heuristic": "keras_transformer SavedModel, --step_compile --stop_rule=heuristic",
           "saved_model_heuristic": "keras_transformer SavedModel, --stop_rule=heuristic",
           "saved_model_xla_heuristic": "keras_transformer SavedModel, --jit_compile --stop_rule=heuristic",
           "saved_model_bfloat16_heuristic": "keras_transformer SavedModel, --precision=bfloat16 --stop_rule=heuristic",
@@ -149,6 +153,11 @@ def ctranslate2_module(name):
         return f"pending: keras_transformer.engines.{name} cannot be imported ({e})"
 
 
+def _compiled(kind):
+    """What an export of ours compiles with XLA: the whole search, its step, or nothing."""
+    return XlaBuckets() if "_xla" in kind else StepCompile() if "_step" in kind else None
+
+
 def prepare(systems, workdir, model, recipe, tok):
     """{system: worker arguments} for the systems that can run, and {system: reason} for those skipped."""
     from keras_transformer.serving import writer as export
@@ -169,7 +178,7 @@ def prepare(systems, workdir, model, recipe, tok):
                 stop_rule = "heuristic" if kind.endswith("heuristic") else "exact"
                 decode = dataclasses.replace(recipe.decode, stop_rule=stop_rule)
                 tasks.export(export.with_precision(model, precision), tok, dataclasses.replace(recipe, decode=decode),
-                             path, parallel_searches=FLAGS.inter_threads, xla=XlaBuckets() if "_xla" in kind else None)
+                             path, parallel_searches=FLAGS.inter_threads, xla=_compiled(kind))
             ready[system] = ["--kind=saved_model", f"--artifact={path}"]
         elif system in baselines():
             ready[system] = ["--kind=saved_model", f"--artifact={baselines()[system]}"]

@@ -4,6 +4,7 @@
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_ids --ids_only
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_bf16 --precision=bfloat16
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_xla --jit_compile
+    kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_step --step_compile
     kt-export --model=runs/multi30k --export_dir=saved_models/multi30k_fast --stop_rule=heuristic
     kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
         --export_dir=saved_models/multi30k_en_de_ct2_int8
@@ -56,8 +57,14 @@ flags.DEFINE_boolean("jit_compile", False,
                      "With --format=saved_model: the beam search compiled by XLA over static shapes (inputs padded to "
                      "--xla_batch_sizes x --xla_source_lengths), with TF Serving warm-up requests for each; serve "
                      "with tensorflow_model_server --xla_cpu_compilation_enabled=true. Translation models only.")
+flags.DEFINE_boolean("step_compile", False,
+                     "With --format=saved_model: the default search's loop, which drops each input as it finishes, "
+                     "around a decoding step compiled by XLA (decoding/hybrid_beam_search.py), with TF Serving "
+                     "warm-up requests; serve with tensorflow_model_server --xla_cpu_compilation_enabled=true. "
+                     "Not with --jit_compile. Translation models only.")
 flags.DEFINE_list("xla_batch_sizes", None, "With --jit_compile: the batch sizes a search part is padded to, "
-                  "increasing (default 1,2,4,8,16,32).")
+                  "increasing (default 1,2,4,8,16,32); with --step_compile: the batch sizes its warm-up requests "
+                  "give each search part.")
 flags.DEFINE_list("xla_source_lengths", None, "With --jit_compile: the source lengths (tokens, EOS included) "
                   "inputs are padded to, increasing; the export's max_source_length is always the last "
                   "(default 16,32).")
@@ -77,8 +84,10 @@ def _check_flags() -> None:
     for name in ("model", "export_dir"):
         if not getattr(FLAGS, name):
             common.fail(f"--{name}: required")
+    if FLAGS.jit_compile and FLAGS.step_compile:
+        common.fail("--step_compile: not with --jit_compile (the whole search compiled); choose one")
     if "," in FLAGS.model:
-        for name in ("jit_compile", "stop_rule"):
+        for name in ("jit_compile", "step_compile", "stop_rule"):
             if FLAGS[name].present:
                 common.fail(f"--{name}: an ensemble (--model=a,b) is exported with the default search only")
         if FLAGS.format == "ctranslate2":
@@ -86,11 +95,12 @@ def _check_flags() -> None:
     elif FLAGS.ensemble_weights is not None:
         common.fail(f"--ensemble_weights: {FLAGS.model} is one model; weights apply to an ensemble, --model=a,b")
     if not FLAGS.jit_compile:
-        for name in ("xla_batch_sizes", "xla_source_lengths"):
-            if FLAGS[name].present:
-                common.fail(f"--{name}: applies with --jit_compile only")
+        if FLAGS["xla_source_lengths"].present:
+            common.fail("--xla_source_lengths: applies with --jit_compile only")
+        if FLAGS["xla_batch_sizes"].present and not FLAGS.step_compile:
+            common.fail("--xla_batch_sizes: applies with --jit_compile or --step_compile only")
     if FLAGS.format == "ctranslate2":
-        for name in ("ids_only", "parallel_searches", "precision", "jit_compile", "stop_rule"):
+        for name in ("ids_only", "parallel_searches", "precision", "jit_compile", "step_compile", "stop_rule"):
             if FLAGS[name].present:
                 common.fail(f"--{name}: applies to --format=saved_model only")
         from keras_transformer.engines import import_ctranslate2
@@ -129,11 +139,11 @@ def _source_info(model_arg: str, checkpoint: str) -> dict:
 
 
 def _xla_buckets():
-    """--jit_compile's ``XlaBuckets``, None without it; exit 2 naming the flag for a bad list, or without the
-    tensorflow-serving-api package its warm-up requests need."""
-    if not FLAGS.jit_compile:
+    """--jit_compile's ``XlaBuckets`` or --step_compile's ``StepCompile``, None without them; exit 2 naming the flag
+    for a bad list, or without the tensorflow-serving-api package their warm-up requests need."""
+    if not (FLAGS.jit_compile or FLAGS.step_compile):
         return None
-    from keras_transformer.config import XlaBuckets
+    from keras_transformer.config import StepCompile, XlaBuckets
     from keras_transformer.serving import warmup
 
     given = {}
@@ -144,10 +154,10 @@ def _xla_buckets():
             except ValueError:
                 common.fail(f"--{name}: expected integers, got {','.join(FLAGS[name].value)}")
     try:
-        buckets = XlaBuckets(**given)
+        buckets = StepCompile(**given) if FLAGS.step_compile else XlaBuckets(**given)
         warmup.serving_apis()
     except ImportError as e:
-        common.fail(f"--jit_compile: {e}")
+        common.fail(f"--{'step_compile' if FLAGS.step_compile else 'jit_compile'}: {e}")
     except ValueError as e:  # "batch_sizes: must be ..."
         field, _, problem = str(e).partition(": ")
         common.fail(f"--xla_{field}: {problem}")
@@ -217,9 +227,10 @@ def main(argv):
             writer.write(module, FLAGS.export_dir, info=info)
         except OSError as e:  # a full disk, a read-only directory: nothing is left at --export_dir
             common.fail(f"--export_dir: {common.describe_os_error(e)}")
-        except ValueError as e:  # --ids_only, --jit_compile or --stop_rule for a parser
+        except ValueError as e:  # --ids_only, --jit_compile, --step_compile or --stop_rule for a parser
             common.fail_with(e)
-        what = "a SavedModel" + (" (XLA-compiled search; serve with --xla_cpu_compilation_enabled=true)" if xla
+        compiled = "step" if FLAGS.step_compile else "search"
+        what = "a SavedModel" + (f" (XLA-compiled {compiled}; serve with --xla_cpu_compilation_enabled=true)" if xla
                                  else "")
     _report(info.get("checkpoint", FLAGS.model), what)
 

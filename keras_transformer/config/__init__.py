@@ -14,7 +14,7 @@ from keras_transformer.config.common import (  # noqa: F401
 from keras_transformer.config.data import DataConfig  # noqa: F401
 from keras_transformer.config.decode import (  # noqa: F401
     DECODE_OPTIONS, IN_FLIGHT_BATCHES, PARALLEL_SEARCHES, PRECISIONS, SAMPLING_OPTIONS, STOP_RULES, DecodeConfig,
-    XlaBuckets, decode_option_error, sampling_option_error)
+    StepCompile, XlaBuckets, decode_option_error, sampling_option_error)
 from keras_transformer.config.model import ModelConfig  # noqa: F401
 from keras_transformer.config.parsing import ParsingConfig  # noqa: F401
 from keras_transformer.config.recipe import Recipe, override  # noqa: F401

@@ -85,6 +85,16 @@ PARALLEL_SEARCHES = 2
 IN_FLIGHT_BATCHES = 2
 
 
+def _check_sizes(config, name: str) -> None:
+    """A field of positive, strictly increasing integers, stored as a tuple; a ValueError naming it if not."""
+    values = tuple(getattr(config, name))
+    _require(len(values) > 0 and all(isinstance(v, int) and v >= 1 for v in values), name,
+             f"expected positive integers, got {values}")
+    _require(all(a < b for a, b in zip(values, values[1:])), name,
+             f"must be strictly increasing, got {', '.join(map(str, values))}")
+    object.__setattr__(config, name, values)
+
+
 @dataclasses.dataclass(frozen=True)
 class XlaBuckets:
     """The static shapes an XLA export (kt-export --jit_compile) compiles its search for.
@@ -99,16 +109,26 @@ class XlaBuckets:
 
     def __post_init__(self):
         for name in ("batch_sizes", "source_lengths"):
-            values = tuple(getattr(self, name))
-            _require(len(values) > 0 and all(isinstance(v, int) and v >= 1 for v in values), name,
-                     f"expected positive integers, got {values}")
-            _require(all(a < b for a, b in zip(values, values[1:])), name,
-                     f"must be strictly increasing, got {', '.join(map(str, values))}")
-            object.__setattr__(self, name, values)
+            _check_sizes(self, name)
 
     def for_source(self, max_source_length: int) -> Tuple[int, ...]:
         """The source lengths below ``max_source_length``, then it: every source (truncated to it) fits one."""
         return tuple(s for s in self.source_lengths if s < max_source_length) + (max_source_length,)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCompile:
+    """An export whose search compiles its step with XLA (kt-export --step_compile, ``decoding.hybrid_beam_search``).
+
+    The step compiles once per (rows, cache positions): rows a power of two up to the largest of ``batch_sizes``
+    (a search part's items; a larger part compiles its own), the cache 16, 32, 64, ... positions. The export's
+    warm-up requests are one per batch size, each row a source of the export's max_source_length.
+    """
+
+    batch_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+    def __post_init__(self):
+        _check_sizes(self, "batch_sizes")
 
 
 def decode_option_error(name: str, value) -> Optional[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from keras_transformer.config import PARALLEL_SEARCHES, Recipe
+from keras_transformer.config import PARALLEL_SEARCHES, Recipe, XlaBuckets
 from keras_transformer.data import corpora
 
 
@@ -39,12 +39,14 @@ class Task:
     def module(self, model, tokenizer, recipe: Recipe, with_text: bool = True,
                parallel_searches: int = PARALLEL_SEARCHES, xla=None):
         """The exported module over ``model`` (a ``serving.module.ServingModule``); ``xla``: ``XlaBuckets`` for an
-        XLA-compiled search (kt-export --jit_compile), where the task has one (``xla_search``)."""
+        XLA-compiled search (kt-export --jit_compile) or ``StepCompile`` for its step compiled (--step_compile),
+        where the task has them (``xla_search``)."""
         if recipe.decode.stop_rule not in self.stop_rules:
             raise ValueError(f"--stop_rule: a {self.name} model's search takes {', '.join(self.stop_rules)} only, "
                              f"not {recipe.decode.stop_rule}")
         if xla is not None and not self.xla_search:
-            raise ValueError(f"--jit_compile: a {self.name} model has no XLA-compiled search (translation only)")
+            flag = "--jit_compile" if isinstance(xla, XlaBuckets) else "--step_compile"
+            raise ValueError(f"{flag}: a {self.name} model has no XLA-compiled search (translation only)")
         return self.make_module(model, tokenizer, recipe, with_text=with_text, parallel_searches=parallel_searches,
                                 **({} if xla is None else {"xla": xla}))
 

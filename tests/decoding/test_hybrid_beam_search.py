@@ -38,7 +38,8 @@ def test_rows_for():
 # The compiled step reads the encoder's keys/values padded (masked) to source_positions: the same results for every
 # source with a token (the tools always send EOS). An all-PAD source (row 3) attends evenly over every position, so
 # its result depends on the padding: it is searched unpadded (source_positions 12 = S).
-@pytest.mark.parametrize("beam_size, alpha, extra_length, rows, n, stop_rule, positions, first_positions, jit_compile", [
+@pytest.mark.parametrize(
+        "beam_size, alpha, extra_length, rows, n, stop_rule, positions, first_positions, jit_compile", [
     (4, 0.6, 6, [0, 1, 2, 4], 4, "exact", 16, 16, True),
     (4, 0.6, 6, [0, 1, 2, 3, 4], 4, "exact", 12, 16, True),
     (4, 0.6, 10, [0, 1, 2, 4], 4, "exact", 16, 2, True),  # the cache grown 2 -> 4 -> 8 -> 16 -> 32

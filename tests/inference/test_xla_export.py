@@ -1,7 +1,8 @@
-"""The XLA export (kt-export --jit_compile): a plain-TensorFlow process that replays its warm-up requests, as TF
-Serving does at load time, gets the default export's translations; with XLA compilation disabled, as in
-tensorflow_model_server without --xla_cpu_compilation_enabled, its search fails with "XLA compilation disabled"
-and nothing else; a request the buckets do not cover (another beam size) runs the default search."""
+"""The XLA exports (kt-export --jit_compile, the whole search compiled; --step_compile, the step): a plain-TensorFlow
+process that replays their warm-up requests, as TF Serving does at load time, gets the default export's
+translations; with XLA compilation disabled, as in tensorflow_model_server without --xla_cpu_compilation_enabled,
+their search fails with "XLA compilation disabled" and nothing else; a request they do not cover (another beam
+size) runs the default search."""
 
 import json
 import subprocess
@@ -65,6 +66,15 @@ def xla_export(trained_workdir, tmp_path_factory):
     return export_dir
 
 
+@pytest.fixture(scope="module")
+def step_export(trained_workdir, tmp_path_factory):
+    export_dir = tmp_path_factory.mktemp("step") / "translator"
+    result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}", "--step_compile",
+                     "--xla_batch_sizes=1,4")
+    assert "XLA-compiled step; serve with --xla_cpu_compilation_enabled=true" in result.stdout
+    return export_dir
+
+
 def _fresh(xla_export, exported, xla):
     result = subprocess.run([sys.executable, "-c", FRESH, str(xla_export), str(exported), json.dumps(SENTENCES),
                              xla], cwd="/", capture_output=True, text=True, timeout=400)
@@ -92,11 +102,23 @@ def test_with_xla_the_translations_are_the_default_exports(xla_export, exported)
     assert out["beam2_xla"] == out["beam2_default"]
 
 
-def test_without_xla_the_search_fails_with_a_clear_message(xla_export, exported):
-    out = _fresh(xla_export, exported, "off")
+def test_step_compile_export_describes_itself_and_translates_as_the_default(step_export, exported):
+    info = json.loads((step_export / "assets" / "export.json").read_text())
+    assert info["step_compile"]["beam_size"] == 4 and info["step_compile"]["source_positions"] == MAX_SOURCE
+    assert info["step_compile"]["batch_sizes"] == [1, 4] and "xla" not in info
+    out = _fresh(step_export, exported, "on")
+    assert "error" not in out, out.get("error")
+    assert out["warmup_shapes"] == [[2 * rows, MAX_SOURCE] for rows in (1, 4)]  # 2 parallel searches
+    assert out["xla"] == out["default"] and len(out["xla"]) == len(SENTENCES)
+    assert out["beam2_xla"] == out["beam2_default"]
+
+
+@pytest.mark.parametrize("export", ["xla_export", "step_export"])
+def test_without_xla_the_search_fails_with_a_clear_message(export, exported, request):
+    out = _fresh(request.getfixturevalue(export), exported, "off")
     assert out["error"].startswith("InternalError: ") and "XLA compilation disabled" in out["error"]
     assert "xla" not in out  # no answer, right or wrong
-    assert out["beam2_xla"] == out["beam2_default"]  # outside the buckets: the default search, no XLA
+    assert out["beam2_xla"] == out["beam2_default"]  # another beam size: the default search, no XLA
 
 
 def test_bad_options_exit_2_with_one_line(trained_workdir, tmp_path):
@@ -106,7 +128,11 @@ def test_bad_options_exit_2_with_one_line(trained_workdir, tmp_path):
         ("--stop_rule=heuristic", "--format=ctranslate2"): "error: --stop_rule: applies to --format=saved_model only",
         ("--jit_compile", "--xla_batch_sizes=4,2"): "error: --xla_batch_sizes: must be strictly increasing, got 4, 2",
         ("--jit_compile", "--xla_source_lengths=8,x"): "error: --xla_source_lengths: expected integers, got 8,x",
-        ("--xla_batch_sizes=1,2",): "error: --xla_batch_sizes: applies with --jit_compile only",
+        ("--xla_batch_sizes=1,2",): "error: --xla_batch_sizes: applies with --jit_compile or --step_compile only",
+        ("--step_compile", "--xla_source_lengths=8"): "error: --xla_source_lengths: applies with --jit_compile only",
+        ("--step_compile", "--jit_compile"): "error: --step_compile: not with --jit_compile (the whole search "
+                                             "compiled); choose one",
+        ("--step_compile", "--format=ctranslate2"): "error: --step_compile: applies to --format=saved_model only",
     }
     for args in cases:
         result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={out}", *args, check=False)

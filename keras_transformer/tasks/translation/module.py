@@ -70,22 +70,29 @@ shapes; any other request (another beam size, a longer extra_length, a batch lar
 the default search. The results are the same. ``warmup_requests`` are one ``translate_ids`` request per
 bucket, which TF Serving replays at load time (``assets.extra/tf_serving_warmup_requests``) so that every
 compilation happens before the first request.
+
+With ``StepCompile`` (``kt-export --step_compile``) a request decoded with the export's beam size runs the
+default search's shrinking loop around an XLA-compiled step (``decoding.hybrid_beam_search``), any batch size
+and extra_length; another beam size runs the default search. Its warm-up requests are one ``translate_ids``
+request per ``StepCompile.batch_sizes`` rows (per search part) of max_source_length tokens: they compile the
+steps their searches meet; a shape first met later compiles then, once per process.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Union
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
 from keras_transformer.checkpoints.names import variable_names
-from keras_transformer.config import XlaBuckets
+from keras_transformer.config import StepCompile, XlaBuckets
 from keras_transformer.data import multilingual
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
+from keras_transformer.decoding import hybrid_beam_search
 from keras_transformer.decoding.ensemble import Ensemble, ensemble_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
 from keras_transformer.decoding.sampling import sample_translate_ids
@@ -99,6 +106,7 @@ SAMPLE_SIGNATURE = "sample_with_options"
 PREFIX_SIGNATURES = ("translate_with_prefix", "sample_with_prefix")  # beam search, sampling
 ALIGNMENT_SIGNATURES = ("translate_with_alignment", "align")  # the best translation's alignment, a given pair's
 CONSTRAINT_SIGNATURE = "translate_with_constraints"
+XLA_SERVING = "tensorflow_model_server --xla_cpu_compilation_enabled=true (without it: 'XLA compilation disabled')"
 TARGET_SIGNATURE = "translate_to"  # a multi-target model's (data/multilingual.py)
 TEXT_SIGNATURES = (SAMPLE_SIGNATURE, *PREFIX_SIGNATURES, *ALIGNMENT_SIGNATURES, CONSTRAINT_SIGNATURE)  # beside the
 # two of every task
@@ -110,7 +118,7 @@ class Translator(ServingModule):
     OPTIONS_SIGNATURE = "translate_with_options"
 
     def __init__(self, model, tokenizer, recipe, with_text: bool = True, name: str = "translator",
-                 xla: Optional[XlaBuckets] = None, **kwargs):
+                 xla: Union[XlaBuckets, StepCompile, None] = None, **kwargs):
         super().__init__(model, tokenizer, recipe, with_text, name, **kwargs)
         self._vocab_size = recipe.model.vocab_size
         self._xla = xla
@@ -280,6 +288,10 @@ class Translator(ServingModule):
 
         if self._xla is None:
             sequences, scores = default()
+        elif isinstance(self._xla, StepCompile):
+            sequences, scores = tf.cond(tf.equal(beam_size, self.defaults[0]),
+                                        lambda: self._hybrid_search(source_ids, alpha, extra_length, num_hypotheses),
+                                        default)
         else:
             k, _, most = self.defaults
             fits = (tf.equal(beam_size, k) & (extra_length <= most)
@@ -297,24 +309,37 @@ class Translator(ServingModule):
                                    num_hypotheses=num_hypotheses, stop_rule=self.recipe.decode.stop_rule)
         return in_parallel(search, source_ids, self.parallel_searches)
 
+    def _hybrid_search(self, source_ids, alpha, extra_length, num_hypotheses):
+        """The shrinking loop around the XLA-compiled step for source_ids [B, S], dealt to ``parallel_searches``
+        parts (module docstring)."""
+        search = functools.partial(hybrid_beam_search.translate_ids, self.model, beam_size=self.defaults[0],
+                                   alpha=alpha, extra_length=extra_length, num_hypotheses=num_hypotheses,
+                                   stop_rule=self.recipe.decode.stop_rule, source_positions=self.max_source_length)
+        return in_parallel(search, source_ids, self.parallel_searches)
+
     def extra_info(self) -> dict:
         if self._xla is None:
             return {}
         k, _, most = self.defaults
+        if isinstance(self._xla, StepCompile):
+            return {"step_compile": {"beam_size": k, "source_positions": self.max_source_length,
+                                     "cache_positions": hybrid_beam_search.FIRST_POSITIONS,
+                                     "batch_sizes": list(self._xla.batch_sizes), "serving": XLA_SERVING}}
         return {"xla": {"batch_sizes": list(self._xla.batch_sizes),
                         "source_lengths": list(self._xla.for_source(self.max_source_length)),
                         "beam_size": k, "max_extra_length": most,
-                        "serving": "tensorflow_model_server --xla_cpu_compilation_enabled=true (without it: "
-                                   "'XLA compilation disabled')"}}
+                        "serving": XLA_SERVING}}
 
     def warmup_requests(self):
-        """[(signature, {input: array})]: one translate_ids request per (batch size, source length) bucket, each
-        part of ``parallel_searches`` getting that many rows of that many tokens (EOS last)."""
+        """[(signature, {input: array})]: one translate_ids request per (batch size, source length) bucket (with
+        ``StepCompile``: per batch size, max_source_length tokens), each part of ``parallel_searches`` getting that
+        many rows of that many tokens (EOS last)."""
         if self._xla is None:
             return []
         requests = []
         for rows in self._xla.batch_sizes:
-            for columns in self._xla.for_source(self.max_source_length):
+            for columns in (self._xla.for_source(self.max_source_length) if isinstance(self._xla, XlaBuckets)
+                            else (self.max_source_length,)):
                 ids = np.full([rows * self.parallel_searches, columns], EOS_ID + 1, np.int32)  # any ordinary id
                 ids[:, -1] = EOS_ID
                 requests.append(("translate_ids", {"source_ids": ids}))
