@@ -43,12 +43,13 @@ from keras_transformer.decoding.beam_search import (Beams, SearchResult, cache_i
 from keras_transformer.decoding.static_beam_search import masked_step
 
 FIRST_POSITIONS = 16  # the cache's first size L; it doubles when the step reaches it
-_POWERS = tf.constant([0] + [2 ** j for j in range(24)], tf.int32)
+_POWERS = [0] + [2 ** j for j in range(24)]  # (a list: a tensor made at import would start TensorFlow's runtime)
 
 
 def rows_for(live):
     """[] int32 live items -> [] int32 rows the loop keeps for them: the next power of two (0 for 0)."""
-    return tf.gather(_POWERS, tf.searchsorted(_POWERS, tf.reshape(live, [1]))[0])
+    powers = tf.constant(_POWERS, tf.int32)
+    return tf.gather(powers, tf.searchsorted(powers, tf.reshape(live, [1]))[0])
 
 
 def _positions(x, length):
