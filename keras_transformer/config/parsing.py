@@ -31,6 +31,10 @@ class ParsingConfig:
     POS tags (the tokenizer's, counted when training starts); 0: the paper's sequence-to-sequence parser."""
     chart_hidden: int = 250
     """Parsing, with --chart_labels: the hidden width of the span and tag classifiers (Kitaev & Klein, 2018)."""
+    chart_hinge: float = 0.0
+    """Parsing, with --chart_labels: weight of a tree-level loss added to the local one, per sentence: Kitaev &
+    Klein's (2018) hinge, the loss-augmented best tree's score over the gold tree's (tasks/parsing/chart.py);
+    0: local span classification alone."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
@@ -45,5 +49,7 @@ class ParsingConfig:
         _require(self.chart_hidden > 0, "chart_hidden", f"must be positive, got {self.chart_hidden}")
         _require(self.char_filters >= 0, "char_filters", f"must be >= 0, got {self.char_filters}")
         _require(not self.char_filters or self.chart_labels, "char_filters", "needs chart_labels")
+        _require(self.chart_hinge >= 0.0, "chart_hinge", f"must be >= 0, got {self.chart_hinge}")
+        _require(not self.chart_hinge or self.chart_labels, "chart_hinge", "needs chart_labels")
         _require(not (self.chart_labels and self.align_words), "chart_labels",
                  "a chart parser has no decoder to align; not with align_words")

@@ -116,15 +116,45 @@ def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
     linearized = cky.linearize(parse.chains, parse.tags, parse.words, *chart.chart_texts(classes)).numpy()
     assert [line.decode() for line in linearized] == [trees.linearize(tree, tag_leaves=True) for tree in gold]
 
+    # The bonus δ (the export's α) moves each margin: the ∅ spans' margins are -5, so below 5 the trees stay the
+    # gold ones, above it every span of the binary tree is a constituent (2n - 1 of them, the words' included).
+    constituents = lambda bonus: tf.reduce_sum(tf.cast(cky.parse(  # noqa: E731
+        span_logits, 5.0 * tf.one_hot(tags, size), words, bonus).chains[..., 0] > 0, tf.int32), axis=[1, 2])
+    kept = cky.parse(span_logits, 5.0 * tf.one_hot(tags, size), words, 4.9)
+    assert np.array_equal(kept.chains.numpy(), parse.chains.numpy())
+    assert np.array_equal(constituents(5.1).numpy(), 2 * words.numpy() - 1)
+
+
+def test_the_tree_hinge_is_zero_on_a_perfect_chart_and_counts_every_span_on_a_blank_one(generated_splits):
+    """Kitaev & Klein's hinge: 0 where the gold tree wins by a margin of at least Δ; on equal logits every span of
+    the loss-augmented tree costs 1, so 2n - 1 per sentence, and its gradient reaches the logits."""
+    gold = generated_splits["dev"].trees[:20]
+    vocab, tokens = tree_vocabulary(gold)
+    classes = chart.chart_classes(tokens)
+    n = max(len(trees.words(tree)) for tree in gold)
+    spans, _ = chart.gold_labels(batch_ids(gold, vocab), tf.constant(tokens.kinds), tf.constant(classes.label_of),
+                                 tf.constant(classes.tag_of), n)
+    words = tf.constant([len(trees.words(tree)) for tree in gold])
+    perfect = 5.0 * tf.one_hot(tf.where(tf.equal(spans[..., 0], chart.PADDING), chart.EMPTY, spans[..., 0]),
+                               len(vocab))
+    assert np.allclose(chart.tree_hinge(perfect, spans[..., 0], words).numpy(), 0.0)
+    blank = tf.Variable(tf.zeros_like(perfect))
+    with tf.GradientTape() as tape:
+        hinge = chart.tree_hinge(blank, spans[..., 0], words)
+        total = tf.reduce_sum(hinge)
+    assert np.allclose(hinge.numpy(), 2 * words.numpy() - 1)
+    assert float(tf.reduce_sum(tf.abs(tape.gradient(total, blank)))) > 0
+
 
 def tiny_chart_recipe():
-    """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces), reading characters."""
+    """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces), reading characters,
+    with the tree hinge."""
     base = recipes.get("ptb_sample_chart")
     return dataclasses.replace(
         base, name="ptb_chart_tiny",
         model=dataclasses.replace(base.model, vocab_size=600, d_model=64, d_ff=128, num_heads=2,
                                   num_encoder_layers=1, dropout=0.1, attention_dropout=0.0),
-        parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8),
+        parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8, chart_hinge=1.0),
         train=dataclasses.replace(base.train, train_steps=30, checkpoint_every=15, warmup_steps=15,
                                   max_train_minutes=0, mixed_precision=False, bleu_samples=8),
         decode=dataclasses.replace(base.decode, average_checkpoints=2))
@@ -168,6 +198,8 @@ def test_each_piece_of_a_word_reads_the_whole_words_characters():
     (dict(parsing=dict(chart_labels=64, align_words=True)), "chart_labels: a chart parser has no decoder"),
     (dict(data=dict(tree_leaves="slot")), "chart_labels: needs tree_leaves='tag'"),
     (dict(model=dict(num_decoder_layers=2)), "num_decoder_layers: ChartParser needs 0, got 2"),
+    (dict(parsing=dict(chart_labels=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
+    (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
     recipe = recipes.get("ptb_sample_chart").to_dict()

@@ -20,7 +20,10 @@ ends), 2.. the phrase labels. A tag row's classes are 0 padding, 1.. the POS tag
 Training is local span classification (Stern et al., 2017; Gaddy et al., 2018): the label-smoothed loss of every
 span's chain rows and every word's tag against the gold tree, which ``gold_labels`` reads from the linearized
 target in the graph, so this parser trains on the translation data path and training step unchanged
-(``training_statistics``). Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
+(``training_statistics``). With ``chart_hinge`` > 0 a tree-level loss is added: Kitaev & Klein's (2018) hinge,
+the score of the best tree under costs that favour wrong spans (CKY, ``cky.best_tree``) over the gold tree's
+(``tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans.
+Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
 and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
 With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
@@ -152,6 +155,28 @@ def gold_labels(target_ids, kinds, label_of, tag_of, num_words):
     return spans, tags
 
 
+def tree_hinge(logits, gold, words):
+    """Kitaev & Klein's (2018) tree hinge, per sentence [B]: max over binary trees T of s(T) + Δ(T, T*), less s(T*).
+
+    logits [B, N+1, N+1, C]: each span's first chain row; gold [B, N+1, N+1]: its gold class there (PADDING,
+    EMPTY or a label; ``gold_labels``); words [B]. A span's labels score their margins over ∅, s(i, j, l) =
+    logit_l - logit_∅ (∅ scores 0, ``cky.parse``'s scores); Δ counts the spans whose class differs from the gold
+    one. The loss-augmented tree is found by CKY on each span's best augmented score (the root must be labeled);
+    the gradient reaches the margins of that tree's labels and of the gold tree's."""
+    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
+    labels = tf.shape(margins)[-1]
+    is_gold = gold >= FIRST_LABEL  # [B, N+1, N+1]
+    gold_label = tf.one_hot(tf.maximum(gold - FIRST_LABEL, 0), labels) * tf.cast(is_gold, tf.float32)[..., None]
+    best_label = tf.reduce_max(margins + 1.0 - gold_label, axis=-1)  # [B, N+1, N+1]: Δ = 1 off the gold label
+    fence = tf.range(tf.shape(gold)[1])
+    is_root = tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
+    augmented = tf.where(is_root, best_label, tf.maximum(best_label, tf.cast(is_gold, tf.float32)))  # ∅: 0 + Δ
+    in_tree, _ = cky.best_tree(tf.stop_gradient(augmented), words)
+    predicted = tf.reduce_sum(tf.where(in_tree, augmented, 0.0), axis=[1, 2])  # [B]
+    gold_score = tf.reduce_sum(margins * gold_label, axis=[1, 2, 3])  # [B]
+    return tf.nn.relu(predicted - gold_score)
+
+
 class Chart(NamedTuple):
     spans: tf.Tensor  # [B, N+1, N+1, CHAIN, C] float32 logits
     tags: tf.Tensor  # [B, N, C] float32 logits
@@ -279,13 +304,20 @@ class ChartParser(ParsingSection, Transformer):
         span_stats = losses.token_statistics(tf.reshape(spans, [b, -1]),
                                              tf.reshape(chart.spans, [b, -1, self.num_classes]), label_smoothing)
         tag_stats = losses.token_statistics(tags, chart.tags, label_smoothing)
-        return tf.concat([span_stats, tag_stats], axis=1), 0.0
+        stats = tf.concat([span_stats, tag_stats], axis=1)
+        if not self.parsing.chart_hinge:
+            return stats, 0.0
+        # the summed loss gets weight * Σ hinge * (tokens / B): the mean hinge per sentence beside the token mean
+        tokens_per_sentence = tf.reduce_sum(stats[..., losses.REAL]) / tf.cast(b, tf.float32)
+        hinge = tree_hinge(chart.spans[..., 0, :], spans[..., 0], chart.words)  # [B]
+        return stats, self.parsing.chart_hinge * tf.reduce_sum(hinge) * tf.stop_gradient(tokens_per_sentence)
 
-    def predict_trees(self, source_ids):
+    def predict_trees(self, source_ids, bonus=0.0):
         """source_ids [B, S] -> ``cky.Parse``: the best tree's chains [B, N+1, N+1, CHAIN] (label classes of its
-        constituents, 0 elsewhere), tags [B, N] (tag classes), scores [B] and words [B]."""
+        constituents, 0 elsewhere), tags [B, N] (tag classes), scores [B] and words [B]; ``bonus``: ``cky.parse``'s
+        δ, added to every span's margin (more constituents where > 0)."""
         chart = self.chart(source_ids, training=False)
-        return cky.parse(chart.spans, chart.tags, chart.words)
+        return cky.parse(chart.spans, chart.tags, chart.words, bonus)
 
     # -- Keras plumbing ----------------------------------------------------------------------------
 

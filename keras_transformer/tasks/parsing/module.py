@@ -122,8 +122,10 @@ class Parser(ServingModule):
 
 class ChartParsing(ServingModule):
     """A chart parser's export (``chart.py``): the ``Parser``'s signatures and outputs, decoded by CKY over the
-    span scores. The beam options are accepted and not read (CKY is exact); ``scores`` is the tree's sum of span
-    margins (``cky.py``), ``linearized`` the tree with tag leaves, and the POS tags are the parser's own."""
+    span scores. α is the constituent bonus δ added to every span's margin (``cky.py``: α > 0 writes more
+    constituents; the recipe's α is chosen on dev); beam_size and extra_length are accepted and not read (CKY is
+    exact). ``scores`` is the tree's sum of span margins, ``linearized`` the tree with tag leaves, and the POS tags
+    are the parser's own."""
 
     OPTIONS_SIGNATURE = Parser.OPTIONS_SIGNATURE
 
@@ -136,7 +138,7 @@ class ChartParsing(ServingModule):
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
         source_ids, truncated = self.encode(inputs)  # [B, S], [B]
-        parse = self.model.predict_trees(source_ids)
+        parse = self.model.predict_trees(source_ids, alpha)
         linearized = cky.linearize(parse.chains, parse.tags, parse.words, self._label_texts, self._tag_texts)
         return {"trees": fill_slots(linearized, inputs, parse.words), "linearized": linearized,
                 "scores": parse.scores, "truncated": truncated}
