@@ -100,18 +100,24 @@ def test_gold_labels_hold_every_constituent_and_tag(generated_splits):
             assert row[len(labels):] == ([chart.EMPTY] + [chart.PADDING] * chart.CHAIN)[:chart.CHAIN - len(labels)]
 
 
-def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
-    """Logits that put the gold classes first give back each tree exactly (linearized, tags included), whatever
-    the ∅ spans around it."""
-    gold = generated_splits["dev"].trees[:40]
+def perfect_chart(gold):
+    """The gold trees' classes, their span classes [B, N+1, N+1, CHAIN] and tags [B, N], words [B], and span logits
+    that put each gold class (∅ where no span) first by 5; the vocabulary's size."""
     vocab, tokens = tree_vocabulary(gold)
     classes = chart.chart_classes(tokens)
     n = max(len(trees.words(tree)) for tree in gold)
     spans, tags = chart.gold_labels(batch_ids(gold, vocab), tf.constant(tokens.kinds), tf.constant(classes.label_of),
                                     tf.constant(classes.tag_of), n)
-    size = len(vocab)
-    span_logits = 5.0 * tf.one_hot(tf.where(tf.equal(spans, chart.PADDING), chart.EMPTY, spans), size)
+    span_logits = 5.0 * tf.one_hot(tf.where(tf.equal(spans, chart.PADDING), chart.EMPTY, spans), len(vocab))
     words = tf.constant([len(trees.words(tree)) for tree in gold])
+    return classes, spans, tags, words, span_logits, len(vocab)
+
+
+def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
+    """Logits that put the gold classes first give back each tree exactly (linearized, tags included), whatever
+    the ∅ spans around it."""
+    gold = generated_splits["dev"].trees[:40]
+    classes, spans, tags, words, span_logits, size = perfect_chart(gold)
     parse = cky.parse(span_logits, 5.0 * tf.one_hot(tags, size), words)
     linearized = cky.linearize(parse.chains, parse.tags, parse.words, *chart.chart_texts(classes)).numpy()
     assert [line.decode() for line in linearized] == [trees.linearize(tree, tag_leaves=True) for tree in gold]
@@ -128,15 +134,8 @@ def test_a_perfect_chart_decodes_to_the_gold_tree(generated_splits):
 def test_the_tree_hinge_is_zero_on_a_perfect_chart_and_counts_every_span_on_a_blank_one(generated_splits):
     """Kitaev & Klein's hinge: 0 where the gold tree wins by a margin of at least Δ; on equal logits every span of
     the loss-augmented tree costs 1, so 2n - 1 per sentence, and its gradient reaches the logits."""
-    gold = generated_splits["dev"].trees[:20]
-    vocab, tokens = tree_vocabulary(gold)
-    classes = chart.chart_classes(tokens)
-    n = max(len(trees.words(tree)) for tree in gold)
-    spans, _ = chart.gold_labels(batch_ids(gold, vocab), tf.constant(tokens.kinds), tf.constant(classes.label_of),
-                                 tf.constant(classes.tag_of), n)
-    words = tf.constant([len(trees.words(tree)) for tree in gold])
-    perfect = 5.0 * tf.one_hot(tf.where(tf.equal(spans[..., 0], chart.PADDING), chart.EMPTY, spans[..., 0]),
-                               len(vocab))
+    _, spans, _, words, span_logits, _ = perfect_chart(generated_splits["dev"].trees[:20])
+    perfect = span_logits[..., 0, :]  # the first chain row
     assert np.allclose(chart.tree_hinge(perfect, spans[..., 0], words).numpy(), 0.0)
     blank = tf.Variable(tf.zeros_like(perfect))
     with tf.GradientTape() as tape:

@@ -168,8 +168,7 @@ def tree_hinge(logits, gold, words):
     is_gold = gold >= FIRST_LABEL  # [B, N+1, N+1]
     gold_label = tf.one_hot(tf.maximum(gold - FIRST_LABEL, 0), labels) * tf.cast(is_gold, tf.float32)[..., None]
     best_label = tf.reduce_max(margins + 1.0 - gold_label, axis=-1)  # [B, N+1, N+1]: Δ = 1 off the gold label
-    fence = tf.range(tf.shape(gold)[1])
-    is_root = tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
+    is_root = cky.root_span(words, tf.shape(gold)[1])
     augmented = tf.where(is_root, best_label, tf.maximum(best_label, tf.cast(is_gold, tf.float32)))  # ∅: 0 + Δ
     in_tree, _ = cky.best_tree(tf.stop_gradient(augmented), words)
     predicted = tf.reduce_sum(tf.where(in_tree, augmented, 0.0), axis=[1, 2])  # [B]

@@ -99,6 +99,12 @@ def best_tree(scores, words):
     return tf.transpose(picked, [2, 0, 1]) & (end > start)[None], total  # [B, N+1, N+1]
 
 
+def root_span(words, n1):
+    """words [B], n1 = N+1 -> [B, N+1, N+1] bool: True at each item's root span (0, n)."""
+    fence = tf.range(n1)
+    return tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
+
+
 def parse(span_logits, tag_logits, words, bonus=0.0) -> Parse:
     """The best tree of each item (module docstring); ``bonus`` δ: a scalar added to every span's margin."""
     log_p = tf.nn.log_softmax(span_logits, axis=-1)  # [B, N+1, N+1, CHAIN, C]
@@ -106,8 +112,7 @@ def parse(span_logits, tag_logits, words, bonus=0.0) -> Parse:
     label = tf.argmax(first[..., FIRST_LABEL:], axis=-1, output_type=tf.int32) + FIRST_LABEL
     margin = (tf.reduce_max(first[..., FIRST_LABEL:], axis=-1) - first[..., EMPTY]
               + tf.cast(bonus, first.dtype))  # [B, N+1, N+1]
-    fence = tf.range(tf.shape(margin)[1])
-    is_root = tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
+    is_root = root_span(words, tf.shape(margin)[1])
     scores = tf.where(is_root, margin, tf.maximum(margin, 0.0))
     in_tree, total = best_tree(scores, words)
     constituent = in_tree & (is_root | (margin > 0.0))  # [B, N+1, N+1]
