@@ -78,35 +78,43 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 
 
-# Seconds the longest files took in a whole-suite run (2 xdist workers on a 2-core AVX2-only EPYC, 2026-11-28,
-# `pytest -q --durations=0` summed by file). Only their order matters: it decides which files start first.
+# Seconds the longest files' default tests (not marked slow) took in a whole-suite run (2 xdist workers on a 2-core
+# Intel Xeon, 2026-12-06, `pytest -q --slow --durations=0` summed by file). Only their order matters: it decides which
+# files start first.
 FILE_SECONDS = {
-    "tests/parsing/test_parser_end_to_end.py": 329,
-    "tests/decoding/test_static_beam_search.py": 224,
-    "tests/training/test_accumulation.py": 199,
-    "tests/robustness/test_signals.py": 191,
-    "tests/training/test_distributed.py": 172,
-    "tests/training/test_training.py": 161,
-    "tests/training/test_train_cli.py": 124,
-    "tests/parsing/test_shipped_parser.py": 120,
-    "tests/inference/test_xla_export.py": 119,
-    "tests/bench/test_bench_engines.py": 112,
-    "tests/bench/test_bench_corpus_scale.py": 103,
-    "tests/test_job.py": 103,
-    "tests/training/test_workdir.py": 102,
-    "tests/inference/test_export.py": 100,
-    "tests/robustness/test_pipeline_reruns.py": 95,
-    "tests/bench/test_bench_smoke.py": 94,
-    "tests/decoding/test_parallel.py": 92,
-    "tests/robustness/test_data_fingerprint.py": 84,
-    "tests/test_params.py": 77,
-    "tests/inference/test_ctranslate2.py": 73,
+    "tests/decoding/test_hybrid_beam_search.py": 73,
+    "tests/decoding/test_static_beam_search.py": 61,
+    "tests/inference/test_constraint_signature.py": 57,
+    "tests/decoding/test_parallel.py": 56,
+    "tests/inference/test_export.py": 52,
+    "tests/robustness/test_text_lines.py": 45,
+    "tests/inference/test_prefix_signature.py": 43,
+    "tests/inference/test_multilingual_translation.py": 39,
+    "tests/inference/test_alignment.py": 33,
+    "tests/inference/test_ensemble_cli.py": 31,
+    "tests/robustness/test_workdir_faults.py": 27,
+    "tests/training/test_fine_tuning.py": 27,
+    "tests/test_model.py": 25,
+    "tests/data/test_batching.py": 25,
+    "tests/decoding/test_prefix.py": 24,
+    "tests/training/test_training.py": 23,
+    "tests/robustness/test_serving_inputs.py": 22,
+    "tests/parsing/test_word_alignment.py": 21,
+    "tests/inference/test_sampling_signature.py": 20,
+    "tests/decoding/test_beam_search.py": 20,
 }
 
 
-def pytest_collection_modifyitems(items):
-    """Files run longest first: those of FILE_SECONDS, then by their tests marked slow; each file's tests stay in
-    their collected order.
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (whole tools end to end: pipelines, signals, clusters, "
+                          "XLA compilation, the benchmarks' smoke runs); CI runs them")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leaves out the tests marked slow unless ``--slow`` or a ``-m`` expression naming them asks for them; then files run
+    longest first: those with slow tests (most first), then by FILE_SECONDS; each file's tests stay in their collected
+    order.
 
     pytest-xdist (pyproject.toml: ``--dist=loadfile --no-loadscope-reorder``) hands each worker a whole file at a
     time, in this order: the long files started first leave the short ones to fill the end, so the workers finish
@@ -115,8 +123,13 @@ def pytest_collection_modifyitems(items):
     for item in items:  # a test of the real corpora is a corpus test, however it reaches them
         if "real_data_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.corpus)
+    if not (config.getoption("--slow") or "slow" in config.getoption("markexpr")):
+        slow_items = [item for item in items if item.get_closest_marker("slow")]
+        if slow_items:
+            config.hook.pytest_deselected(items=slow_items)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
     slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: (-FILE_SECONDS.get(os.path.relpath(item.path, REPO_ROOT), 0), -slow[item.path]))
+    items.sort(key=lambda item: (-slow[item.path], -FILE_SECONDS.get(os.path.relpath(item.path, REPO_ROOT), 0)))
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,17 @@ pools (already initialised, so a decoding tool keeps the test process's intra-op
 called), the variables read while TensorFlow is imported, and file descriptor 2 (``silence_native_stderr`` is not
 called: native libraries write to the test's stderr). ``tests.support.run_cli`` sends a run whose environment
 differs in such a variable, and anything signalled or run side by side, to a process of its own.
+
+And the SavedModels it reads: ``loading.load_saved_model`` of a directory whose files (names, sizes, modification
+times) are those of an earlier run's load gives that run's object back (``_saved_model_cache``), as a server keeps
+a model loaded between requests. The tools only call a loaded SavedModel's functions; loading one and its
+functions' first call took ~4 s of each run on the tests' tiny export. A changed or damaged directory is loaded
+afresh, so its errors are the tool's own; ``tests/inference/test_export.py`` loads in fresh processes too.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import os
@@ -32,6 +39,8 @@ from absl import logging as absl_logging
 
 CLI_PACKAGE = "keras_transformer.cli"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+CACHED_SAVED_MODELS = 4  # the most recently loaded; each holds its weights and traced functions
+_loaded: collections.OrderedDict = collections.OrderedDict()  # {(directory, its files): loaded SavedModel}
 
 
 class _Buffer(io.BytesIO):
@@ -122,6 +131,39 @@ def _process_state(argv, env: dict, cwd, stdin: bytes, merge_stderr: bool):
         absl_logging.get_absl_handler().python_handler.stream = log_stream
 
 
+def _directory_state(path) -> tuple:
+    """(relative path, size, mtime in ns) of every file under ``path``, sorted: what a load of it reads."""
+    found = []
+    for root, _, names in os.walk(path):
+        for name in names:
+            stat = os.stat(os.path.join(root, name))
+            found.append((os.path.relpath(os.path.join(root, name), path), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+@contextlib.contextmanager
+def _saved_model_cache():
+    """``loading.load_saved_model`` answered from ``_loaded`` for a directory unchanged since its load."""
+    from keras_transformer.serving import loading
+
+    load = loading.load_saved_model
+
+    def cached(export_dir):
+        key = (os.path.realpath(export_dir), _directory_state(export_dir))
+        if key not in _loaded:
+            _loaded[key] = load(export_dir)  # an error is raised, not kept
+            while len(_loaded) > CACHED_SAVED_MODELS:
+                _loaded.popitem(last=False)
+        _loaded.move_to_end(key)
+        return _loaded[key]
+
+    loading.load_saved_model = cached
+    try:
+        yield
+    finally:
+        loading.load_saved_model = load
+
+
 @contextlib.contextmanager
 def _absl_run_once():
     """absl's ``app.run`` sets up once a process; a tool run in the test process gets a first time each time."""
@@ -161,7 +203,7 @@ def run_tool(tool: str, args, stdin: str = "", env=None, cwd=None, merge_stderr=
     saved_setup = tf_setup.init_devices, tf_setup.silence_native_stderr
     tf_setup.init_devices = tf_setup.silence_native_stderr = no_op
     try:
-        with _own_cli_modules(), _absl_run_once(), _process_state(
+        with _own_cli_modules(), _absl_run_once(), _saved_model_cache(), _process_state(
                 argv, env or {}, cwd, (stdin or "").encode(), merge_stderr) as (stdout, stderr):
             try:
                 __import__(f"{CLI_PACKAGE}.{tool}", fromlist=["run"]).run()

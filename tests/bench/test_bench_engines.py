@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.support import run_cli
 
+pytestmark = pytest.mark.slow  # every test reads the module fixture's runs of the scripts
 SHIPPED = os.path.join(REPO_ROOT, "saved_models", "multi30k_en_de")
 SYSTEMS = ("saved_model", "saved_model_onednn", "ctranslate2_float32", "kt_ctranslate2_float32", "hf")
 HAS_CTRANSLATE2 = all(importlib.util.find_spec(p)
@@ -33,7 +34,6 @@ def result():
     return json.loads(lines[-1]), proc.stdout
 
 
-@pytest.mark.slow
 def test_every_runnable_system_has_a_row_and_the_others_a_reason(result):
     payload, stdout = result
     assert payload["bench"] == "engines" and payload["num_sentences"] == 3 and payload["rounds"] == 1

@@ -23,6 +23,7 @@ SMOKE = {
                      "--gamma=0.5"],  # the shipped parser on 3 dev trees
     "profile_decode": ["bench/profile_decode.py", "--num_sentences=4", "--batch_size=2", "--rounds=1", "--top=3"],
 }
+pytestmark = pytest.mark.slow  # every test reads the module fixture's runs of the scripts
 TORCH_INSTALLED = importlib.util.find_spec("torch") is not None
 
 
@@ -45,7 +46,6 @@ def _last_json(runs, name):
     return json.loads(lines[-1])
 
 
-@pytest.mark.slow
 def test_bench_train_reports_ours_and_torch_or_missing(runs):
     result = _last_json(runs, "train")
     assert result["bench"] == "train" and result["cpu_count"] == os.cpu_count()
