@@ -78,9 +78,9 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 
 
-# Seconds the longest files' default tests (not marked slow) took in a whole-suite run (2 xdist workers on a 2-core
-# Intel Xeon, 2026-12-06, `pytest -q --slow --durations=0` summed by file). Only their order matters: it decides which
-# files start first.
+# Seconds the longest files' tests not marked slow took in a whole-suite run (2 xdist workers on a 2-core Intel Xeon,
+# 2026-12-06, `pytest -q --durations=0` while every test ran by default, summed by file). Only their order matters: it
+# decides which files start first.
 FILE_SECONDS = {
     "tests/decoding/test_hybrid_beam_search.py": 73,
     "tests/decoding/test_static_beam_search.py": 61,
@@ -124,10 +124,8 @@ def pytest_collection_modifyitems(config, items):
         if "real_data_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.corpus)
     if not (config.getoption("--slow") or "slow" in config.getoption("markexpr")):
-        slow_items = [item for item in items if item.get_closest_marker("slow")]
-        if slow_items:
-            config.hook.pytest_deselected(items=slow_items)
-            items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("slow")])
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
     slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: (-slow[item.path], -FILE_SECONDS.get(os.path.relpath(item.path, REPO_ROOT), 0)))
 
