@@ -24,6 +24,7 @@ an untrained model's output several words long, so a corpus BLEU of its output a
 import atexit
 import collections
 import dataclasses
+import fcntl
 import gc
 import gzip
 import io
@@ -78,30 +79,30 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 
 
-# Seconds the longest files' tests not marked slow took in a whole-suite run (2 xdist workers on a 2-core Intel Xeon,
-# 2026-12-06, `pytest -q --durations=0` while every test ran by default, summed by file). Only their order matters: it
-# decides which files start first.
+# Seconds the longest files' tests not marked slow took in a default run (2 xdist workers on a 2-core Intel Xeon,
+# 2026-12-06, `pytest -q --durations=0`, summed by file). Only their order matters: it decides which files start
+# first.
 FILE_SECONDS = {
-    "tests/decoding/test_hybrid_beam_search.py": 73,
-    "tests/decoding/test_static_beam_search.py": 61,
-    "tests/inference/test_constraint_signature.py": 57,
-    "tests/decoding/test_parallel.py": 56,
-    "tests/inference/test_export.py": 52,
-    "tests/robustness/test_text_lines.py": 45,
-    "tests/inference/test_prefix_signature.py": 43,
-    "tests/inference/test_multilingual_translation.py": 39,
-    "tests/inference/test_alignment.py": 33,
-    "tests/inference/test_ensemble_cli.py": 31,
-    "tests/robustness/test_workdir_faults.py": 27,
-    "tests/training/test_fine_tuning.py": 27,
-    "tests/test_model.py": 25,
-    "tests/data/test_batching.py": 25,
-    "tests/decoding/test_prefix.py": 24,
-    "tests/training/test_training.py": 23,
-    "tests/robustness/test_serving_inputs.py": 22,
-    "tests/parsing/test_word_alignment.py": 21,
-    "tests/inference/test_sampling_signature.py": 20,
-    "tests/decoding/test_beam_search.py": 20,
+    "tests/decoding/test_static_beam_search.py": 53,
+    "tests/inference/test_export.py": 51,
+    "tests/decoding/test_hybrid_beam_search.py": 45,
+    "tests/inference/test_constraint_signature.py": 35,
+    "tests/robustness/test_text_lines.py": 32,
+    "tests/inference/test_multilingual_translation.py": 29,
+    "tests/inference/test_ensemble_cli.py": 29,
+    "tests/data/test_batching.py": 27,
+    "tests/inference/test_prefix_signature.py": 26,
+    "tests/decoding/test_parallel.py": 22,
+    "tests/inference/test_alignment.py": 22,
+    "tests/test_model.py": 21,
+    "tests/parsing/test_word_alignment.py": 19,
+    "tests/robustness/test_workdir_faults.py": 18,
+    "tests/training/test_fine_tuning.py": 18,
+    "tests/training/test_training.py": 17,
+    "tests/training/test_distributed.py": 16,
+    "tests/decoding/test_constraints.py": 15,
+    "tests/data/test_validation.py": 15,
+    "tests/robustness/test_io_faults.py": 15,
 }
 
 
@@ -109,6 +110,19 @@ def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true",
                      help="also run the tests marked slow (whole tools end to end: pipelines, signals, clusters, "
                           "XLA compilation, the benchmarks' smoke runs); CI runs them")
+
+
+def _slow_tests_run(config) -> bool:
+    return config.getoption("--slow") or "slow" in config.getoption("markexpr")
+
+
+def pytest_configure(config):
+    """Without the slow tests, XLA compiles at backend optimization level 0 here and in the programs the tests
+    start (unless $XLA_FLAGS is set): the compiled searches' equivalence tests check what the searches compute, which
+    LLVM's optimisations do not change, and compile in 0.75-0.85x the time. The slow tests (the XLA exports as
+    they are served, the benchmarks) compile as a user's program does."""
+    if not _slow_tests_run(config):
+        os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -123,18 +137,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a test of the real corpora is a corpus test, however it reaches them
         if "real_data_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.corpus)
-    if not (config.getoption("--slow") or "slow" in config.getoption("markexpr")):
+    if not _slow_tests_run(config):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("slow")])
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
     slow = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: (-slow[item.path], -FILE_SECONDS.get(os.path.relpath(item.path, REPO_ROOT), 0)))
 
 
-@pytest.fixture(autouse=True)
-def _seed():
+@pytest.fixture(scope="session", autouse=True)
+def _session_seed():
     import keras
 
-    keras.utils.set_random_seed(1234)
+    keras.utils.set_random_seed(1234)  # TensorFlow's global seed too, once
+
+
+@pytest.fixture(autouse=True)
+def _seed(_session_seed):
+    """Python's, NumPy's and Keras' seeds before each test: what ``keras.utils.set_random_seed`` does, without its
+    ``tf.random.set_seed``. TensorFlow reads its global seed when it traces, so setting it would trace again every
+    ``tf.function`` traced before (a module fixture's search: 10 s for a small model's). A test that draws from
+    ``tf.random`` passes its own seed."""
+    import random
+
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+
+    random.seed(1234)  # Keras' default seeds (initializers, dropout layers) come from Python's random
+    np.random.seed(1234)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)  # unseeded keras.random draws
     yield
 
 
@@ -202,21 +232,22 @@ def trained_workdir(tmp_path_factory, multi30k_text):
     from keras_transformer.data.tokenizer import Tokenizer
     from tests.inference.support import VOCAB, inference_recipe
 
-    workdir = tmp_path_factory.mktemp("inference") / "run"
-    english, german = multi30k_text
-    Tokenizer.train(english + german, VOCAB, workdir / "tokenizer" / "tiny_inference", sample_lines=2000)
-    recipe = inference_recipe()
-    WorkDir(workdir).write_recipe(recipe)
-    keras.utils.set_random_seed(0)
-    model = training.compile_model(recipe)
-    state = CheckpointState(model, str(workdir / "checkpoints"), recipe.train.keep_checkpoints)
-    rng = np.random.default_rng(0)
-    for step in (4, 8, 12):
-        for weight in model.weights:
-            weight.assign(weight.numpy() + rng.normal(0.0, 0.05, weight.shape).astype(np.float32))
-        model.optimizer.iterations.assign(step)
-        state.save(step)
-    return workdir
+    def build(workdir):
+        english, german = multi30k_text
+        Tokenizer.train(english + german, VOCAB, workdir / "tokenizer" / "tiny_inference", sample_lines=2000)
+        recipe = inference_recipe()
+        WorkDir(workdir).write_recipe(recipe)
+        keras.utils.set_random_seed(0)
+        model = training.compile_model(recipe)
+        state = CheckpointState(model, str(workdir / "checkpoints"), recipe.train.keep_checkpoints)
+        rng = np.random.default_rng(0)
+        for step in (4, 8, 12):
+            for weight in model.weights:
+                weight.assign(weight.numpy() + rng.normal(0.0, 0.05, weight.shape).astype(np.float32))
+            model.optimizer.iterations.assign(step)
+            state.save(step)
+
+    return _built_once(tmp_path_factory, Path("inference", "run"), build)
 
 
 @pytest.fixture(scope="session")
@@ -224,10 +255,28 @@ def exported(trained_workdir, tmp_path_factory):
     """``kt-export`` of the work directory's latest checkpoint (all four signatures): its directory (a Path)."""
     from tests.support import run_cli
 
-    export_dir = tmp_path_factory.mktemp("export") / "translator"
-    result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}")
-    assert "exported" in result.stdout and os.path.isfile(export_dir / "saved_model.pb")
-    return export_dir
+    def build(export_dir):
+        result = run_cli("export", f"--model={trained_workdir}", f"--export_dir={export_dir}")
+        assert "exported" in result.stdout and os.path.isfile(export_dir / "saved_model.pb")
+
+    return _built_once(tmp_path_factory, Path("export", "translator"), build)
+
+
+def _built_once(tmp_path_factory, name: Path, build) -> Path:
+    """``build(path)`` once in a test run, shared by its xdist workers: the first worker to need it builds it under a
+    lock, the others wait for it (a build takes 5-20 s; each worker built its own before)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    path, done = root / "shared" / name, root / "shared" / f"{name}.done"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)  # what a failed build left
+            build(path)
+            done.touch()
+    return path
 
 
 _WORDS = ("a dog runs over the green field . two men play football in the park near river "
