@@ -197,7 +197,7 @@ def test_each_piece_of_a_word_reads_the_whole_words_characters():
     (dict(parsing=dict(chart_labels=64, align_words=True)), "chart_labels: a chart parser has no decoder"),
     (dict(data=dict(tree_leaves="slot")), "chart_labels: needs tree_leaves='tag'"),
     (dict(model=dict(num_decoder_layers=2)), "num_decoder_layers: ChartParser needs 0, got 2"),
-    (dict(parsing=dict(chart_labels=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
     (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
