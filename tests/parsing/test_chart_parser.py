@@ -42,6 +42,54 @@ def test_cky_finds_the_best_binary_tree():
         assert {(i, j) for i, j in itertools.product(range(10), repeat=2) if in_tree[b, i, j]} == set(spans)
 
 
+def binary_trees(i, j):
+    """Every binary tree over words i..j-1, as its set of spans."""
+    if j == i + 1:
+        yield frozenset([(i, j)])
+        return
+    for k in range(i + 1, j):
+        for left, right in itertools.product(binary_trees(i, k), binary_trees(k, j)):
+            yield left | right | {(i, j)}
+
+
+def test_the_inside_algorithm_sums_over_every_binary_tree():
+    rng = np.random.default_rng(0)
+    words = np.array([5, 1, 3, 2, 6], np.int32)
+    potentials = rng.normal(size=(len(words), 8, 8)).astype(np.float32)
+    log_z = cky.inside(tf.constant(potentials), tf.constant(words)).numpy()
+    for b, n in enumerate(words):
+        expected = np.logaddexp.reduce([sum(potentials[b, i, j] for i, j in tree) for tree in binary_trees(0, n)])
+        assert log_z[b] == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_tree_crf_is_the_gold_trees_negative_log_probability():
+    """tree_crf against enumeration: Z over every binary tree and every labeling (∅ or a label; the root labeled),
+    the gold mass over the binary trees that hold every gold constituent, labeled as gold and ∅ elsewhere; its
+    gradient sums to 0 over each span's classes beyond the margins' ∅ (it reads margins only)."""
+    rng = np.random.default_rng(1)
+    labels, n = 3, 5
+    logits = rng.normal(size=(1, n + 1, n + 1, cky.FIRST_LABEL + labels)).astype(np.float32)
+    gold_spans = {(0, 5): 2, (0, 2): 3, (2, 5): 4, (3, 5): 2, (4, 5): 3}  # (i, j): class
+    gold = np.full((1, n + 1, n + 1), chart.PADDING, np.int32)
+    for i, j in itertools.combinations(range(n + 1), 2):
+        gold[0, i, j] = gold_spans.get((i, j), chart.EMPTY)
+    margin = lambda i, j, c: logits[0, i, j, c] - logits[0, i, j, chart.EMPTY]
+    total, gold_mass = [], []
+    for tree in binary_trees(0, n):
+        per_span = [np.logaddexp.reduce([margin(i, j, c) for c in range(cky.FIRST_LABEL, cky.FIRST_LABEL + labels)]
+                                        + ([] if (i, j) == (0, n) else [0.0])) for i, j in tree]
+        total.append(sum(per_span))
+        if set(gold_spans) <= tree:
+            gold_mass.append(sum(margin(i, j, c) for (i, j), c in gold_spans.items()))
+    expected = np.logaddexp.reduce(total) - np.logaddexp.reduce(gold_mass)
+    variable = tf.Variable(logits)
+    with tf.GradientTape() as tape:
+        loss = chart.tree_crf(variable, tf.constant(gold), tf.constant([n]))
+    assert loss.numpy()[0] == pytest.approx(expected, abs=1e-4) and expected > 0
+    gradient = tape.gradient(loss, variable).numpy()
+    np.testing.assert_allclose(gradient[..., chart.EMPTY], -gradient[..., cky.FIRST_LABEL:].sum(-1), atol=1e-5)
+
+
 def tree_vocabulary(gold):
     """A vocabulary of the trees' tokens, one id each, laid out as a parser tokenizer's (``token_kinds``)."""
     vocab = ["<pad>", "<unk>", "<s>", "</s>"] + sorted({token for tree in gold for token in
@@ -199,6 +247,8 @@ def test_each_piece_of_a_word_reads_the_whole_words_characters():
     (dict(model=dict(num_decoder_layers=2)), "num_decoder_layers: ChartParser needs 0, got 2"),
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
     (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_crf=True)), "chart_crf: needs chart_labels"),
+    (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
     recipe = recipes.get("ptb_sample_chart").to_dict()

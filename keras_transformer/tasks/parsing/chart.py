@@ -22,7 +22,9 @@ span's chain rows and every word's tag against the gold tree, which ``gold_label
 target in the graph, so this parser trains on the translation data path and training step unchanged
 (``training_statistics``). With ``chart_hinge`` > 0 a tree-level loss is added: Kitaev & Klein's (2018) hinge,
 the score of the best tree under costs that favour wrong spans (CKY, ``cky.best_tree``) over the gold tree's
-(``tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans.
+(``tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans. With
+``chart_crf`` the first chain row is trained as a tree CRF instead (``tree_crf``; Zhang et al., 2020): the
+probability of the gold tree among all binary trees, normalized by the inside algorithm (``cky.inside``).
 Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
 and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
@@ -176,6 +178,36 @@ def tree_hinge(logits, gold, words):
     return tf.nn.relu(predicted - gold_score)
 
 
+def tree_crf(logits, gold, words):
+    """A tree CRF's loss per sentence [B] (Finkel et al., 2008; Zhang et al., 2020, the outside parser's):
+    -log p(T* | x) = log Z - log Σ_{T ~ T*} exp s(T).
+
+    logits, gold, words as ``tree_hinge``'s. A labeled binary tree scores Σ over its spans of s(i, j, l), the
+    label's margin over ∅ (∅ scores 0, the root is labeled): the scores ``cky.parse`` maximises, so its tree is this
+    CRF's most probable one. Labels are chosen per span, so Z sums over the binary trees with
+    log φ(i, j) = log Σ_{l or ∅} exp s(i, j, l) (no ∅ at the root), by the inside algorithm (``cky.inside``). The
+    gold tree is n-ary and has many binarizations, all of the same score: the second term sums over them, the inside
+    algorithm again with log ψ = s(i, j, gold label) on gold constituents, 0 on spans that cross none, -1e9 on
+    spans that cross one."""
+    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
+    n1 = tf.shape(gold)[1]
+    is_root = cky.root_span(words, n1)
+    empty = tf.where(is_root, -1e9, 0.0)[..., None]  # ∅'s score, none at the root
+    phi = tf.reduce_logsumexp(tf.concat([empty, margins], axis=-1), axis=-1)  # [B, N+1, N+1]
+    is_gold = gold >= FIRST_LABEL
+    g = tf.cast(is_gold, tf.float32)  # [B, N+1 (a), N+1 (c)]
+    fence = tf.range(n1)
+    between = tf.cast((fence[:, None, None] < fence[None, :, None]) & (fence[None, :, None] < fence[None, None, :]),
+                      tf.float32)  # [N+1 (i), N+1 (x), N+1 (j)]: i < x < j
+    ends_after = tf.cumsum(g, axis=2, exclusive=True, reverse=True)  # [B, a, j]: gold (a, c) with c > j
+    starts_before = tf.cumsum(g, axis=1, exclusive=True)  # [B, i, c]: gold (a, c) with a < i
+    crossing = (tf.einsum("iaj,baj->bij", between, ends_after)  # i < a < j < c
+                + tf.einsum("icj,bic->bij", between, starts_before))  # a < i < c < j
+    gold_margin = tf.gather(margins, tf.maximum(gold - FIRST_LABEL, 0), batch_dims=3)  # [B, N+1, N+1]
+    psi = tf.where(is_gold, gold_margin, tf.where(crossing > 0, -1e9, 0.0))
+    return cky.inside(phi, words) - cky.inside(psi, words)
+
+
 class Chart(NamedTuple):
     spans: tf.Tensor  # [B, N+1, N+1, CHAIN, C] float32 logits
     tags: tf.Tensor  # [B, N, C] float32 logits
@@ -300,10 +332,19 @@ class ChartParser(ParsingSection, Transformer):
         spans, tags = gold_labels(target_out_ids, self._table(_KIND), self._table(_LABEL), self._table(_TAG),
                                   num_words)
         b = tf.shape(spans)[0]
-        span_stats = losses.token_statistics(tf.reshape(spans, [b, -1]),
+        local = spans
+        if self.parsing.chart_crf:  # the first chain row is the CRF's, not classified on its own
+            local = tf.concat([tf.fill(tf.shape(spans[..., :1]), PADDING), spans[..., 1:]], axis=-1)
+        span_stats = losses.token_statistics(tf.reshape(local, [b, -1]),
                                              tf.reshape(chart.spans, [b, -1, self.num_classes]), label_smoothing)
         tag_stats = losses.token_statistics(tags, chart.tags, label_smoothing)
         stats = tf.concat([span_stats, tag_stats], axis=1)
+        if self.parsing.chart_crf:
+            # the summed loss gets Σ crf * (tokens / words): the CRF's loss per word (as the outside parser's)
+            # beside the local loss per token
+            tokens_per_word = tf.reduce_sum(stats[..., losses.REAL]) / tf.cast(tf.reduce_sum(chart.words), tf.float32)
+            crf = tree_crf(chart.spans[..., 0, :], spans[..., 0], chart.words)  # [B]
+            return stats, tf.reduce_sum(crf) * tf.stop_gradient(tokens_per_word)
         if not self.parsing.chart_hinge:
             return stats, 0.0
         # the summed loss gets weight * Σ hinge * (tokens / B): the mean hinge per sentence beside the token mean

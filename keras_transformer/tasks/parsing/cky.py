@@ -3,6 +3,7 @@ the sequence-to-sequence parser's linearized output.
 
     parse(span_logits [B, N+1, N+1, CHAIN, C], tag_logits [B, N, C], words [B], bonus=0) -> Parse
     best_tree(scores [B, N+1, N+1], words [B]) -> (in_tree [B, N+1, N+1] bool, total [B])
+    inside(potentials [B, N+1, N+1], words [B]) -> log Z [B]  (the tree CRF's normalizer, ``chart.tree_crf``)
     linearize(chains, tags, words, label_texts, tag_texts) -> [B] "(S (NP @NNP @NNP ) (VP @VBZ ) @. )"
 
 Scores (Stern et al., 2017; Kitaev & Klein, 2018). Span (i, j)'s first chain row gives log p(label) and log p(∅);
@@ -55,6 +56,19 @@ def _by_length(x, fill):
     return tf.where(inside, picked, tf.cast(fill, x.dtype))
 
 
+def _split_sums(table, length):
+    """table [B, N+1 (l), N+1 (i)] (a chart by length, filled below ``length``), length l >= 2 (scalar) ->
+    [B, l-1, N+1 (i)]: table(i, i+m) + table(i+m, i+l) for each split m = 1..l-1 of the spans of length l (clamped
+    garbage where i + l > N, never read for a span of the sentence)."""
+    n1 = tf.shape(table)[1]
+    splits = tf.range(1, tf.maximum(length, 2))  # [L-1] the left part's length m
+    left = tf.gather(table, splits, axis=1)  # [B, L-1, N+1]: table(i, i+m)
+    right_at = tf.stack(tf.meshgrid(length - splits, tf.range(n1), indexing="ij"), axis=-1)  # [L-1, N+1, 2]
+    right_at = tf.stack([right_at[..., 0], tf.minimum(right_at[..., 1] + splits[:, None], n1 - 1)], axis=-1)
+    right = tf.gather_nd(tf.transpose(table, [1, 2, 0]), right_at)  # [L-1, N+1, B]: table(i+m, i+l)
+    return left + tf.transpose(right, [2, 0, 1])
+
+
 def best_tree(scores, words):
     """scores [B, N+1, N+1] float32 (span (i, j)'s score, what it adds to a tree that holds it), words [B] int32
     -> (in_tree [B, N+1, N+1] bool: the spans of the highest-scoring binary tree over each item's n words, the
@@ -64,12 +78,7 @@ def best_tree(scores, words):
     starts = tf.range(n1)
 
     def fill(length, best, split):
-        splits = tf.range(1, tf.maximum(length, 2))  # [L-1] the left part's length m; l >= 2
-        left = tf.gather(best, splits, axis=1)  # [B, L-1, N+1]: best(i, i+m)
-        right_at = tf.stack(tf.meshgrid(length - splits, starts, indexing="ij"), axis=-1)  # [L-1, N+1, 2]
-        right_at = tf.stack([right_at[..., 0], tf.minimum(right_at[..., 1] + splits[:, None], n1 - 1)], axis=-1)
-        right = tf.gather_nd(tf.transpose(best, [1, 2, 0]), right_at)  # [L-1, N+1, B]: best(i+m, i+l)
-        total = left + tf.transpose(right, [2, 0, 1])  # [B, L-1, N+1]
+        total = _split_sums(best, length)  # [B, L-1, N+1]
         row = tf.equal(tf.range(n1), length)[None, :, None]  # [1, N+1, 1]
         best = tf.where(row, (s[:, length] + tf.reduce_max(total, axis=1))[:, None, :], best)
         split = tf.where(row, (tf.argmax(total, axis=1, output_type=tf.int32) + 1)[:, None, :], split)
@@ -97,6 +106,29 @@ def best_tree(scores, words):
     start, end = tf.meshgrid(starts, starts, indexing="ij")  # back to (start i, end j)
     picked = tf.gather_nd(tf.transpose(in_tree, [1, 2, 0]), tf.stack([tf.maximum(end - start, 0), start], -1))
     return tf.transpose(picked, [2, 0, 1]) & (end > start)[None], total  # [B, N+1, N+1]
+
+
+def inside(potentials, words):
+    """potentials [B, N+1, N+1] float32 (log φ(i, j): what span (i, j) multiplies into a tree that holds it),
+    words [B] int32 -> log Z [B]: the log of the sum over every binary tree of the n words of the product of its
+    spans' φ. CKY's recursion with log-sum-exp in place of max (the inside algorithm; Zhang et al., 2020):
+
+        inside(i, i+1) = log φ(i, i+1)
+        inside(i, j)   = log φ(i, j) + log Σ_{i<k<j} exp(inside(i, k) + inside(k, j))
+
+    Differentiable: the gradient of log Z by log φ(i, j) is the marginal probability that span (i, j) is in the
+    tree. Only i < j <= n is read."""
+    b, n1 = tf.shape(potentials)[0], tf.shape(potentials)[1]
+    s = _by_length(potentials, 0.0)  # [B, N+1 (l), N+1 (i)]
+
+    def fill(length, table):
+        row = tf.equal(tf.range(n1), length)[None, :, None]  # [1, N+1, 1]
+        value = s[:, length] + tf.reduce_logsumexp(_split_sums(table, length), axis=1)  # [B, N+1]
+        return length + 1, tf.where(row, value[:, None, :], table)
+
+    table = tf.where(tf.equal(tf.range(n1), 1)[None, :, None], s, 0.0)  # length 1: the words
+    _, table = tf.while_loop(lambda length, _: length < n1, fill, (tf.constant(2), table))
+    return tf.gather_nd(table, tf.stack([tf.range(b), words, tf.zeros_like(words)], axis=1))  # [B] inside(0, n)
 
 
 def root_span(words, n1):
