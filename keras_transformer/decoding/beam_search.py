@@ -36,7 +36,9 @@ every loop tensor and cache, so the remaining steps spend no work on it. The
 The search knows nothing of the model: ``step_fn(token_ids [N], step, cache,
 constants) -> (log_probs [N, V], cache)`` does one decoder step for the
 N = B'*K hypotheses of the B' items still searching (beams of an item
-adjacent); it must return log-probabilities (<= 0; a banned token gets
+adjacent; at step 0 one row per item, N = B', since an item's K beams would all read BOS from the same
+state and only beam 0 is live: the step's work is not done K times, and its rows are repeated to the K beams
+after it, their cache rows too); it must return log-probabilities (<= 0; a banned token gets
 NEG_INF), not raw logits: a tensor, or ``log_probs.LogProbs`` (the logits
 and their normaliser; only the 2K tokens kept per beam are normalised). ``cache`` (per beam, leading dimension N) is
 reordered with the beams each step; ``constants`` (one row per item, B' rows,
@@ -221,12 +223,9 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
     b = tf.shape(max_lengths)[0]
     t_max = tf.maximum(tf.reduce_max(max_lengths), 0)  # T of the output buffers
 
-    def beam_rows(items):
-        """[B'] item positions -> [B'*K] rows of their beams."""
-        return tf.reshape(items[:, None] * k + tf.range(k)[None, :], [-1])
-
-    def step(i, items, cache, constants, out_seq, out_scores):
-        log_probs, cache = step_fn(items.beams.last_tokens(i, bos_id), i, cache, constants)  # [B'*K, V]
+    def settle(i, items, log_probs, cache, constants, out_seq, out_scores, cache_rows):
+        """Step i after the decoder: expand the beams, retire the items that are done, and take each new beam's
+        cache row, ``cache_rows(keep [B''], source_beams [B', K]) -> [B''*K]``."""
         beams, source_beams = items.beams.expand(log_probs, i, k, alpha, eos_id)
         items = items._replace(beams=beams)
         done = beams.done(i, items.max_lengths, alpha, n, stop_rule)  # [B']
@@ -242,10 +241,24 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
 
         out_seq, out_scores, constants = tf.cond(tf.reduce_any(done), retire, lambda: (out_seq, out_scores, constants))
         items = tf.nest.map_structure(lambda t: tf.gather(t, keep), items)
-        # The per-beam cache in one gather: row j*K + m takes the row of its source beam; stopped items go.
-        rows = tf.reshape(keep[:, None] * k + tf.gather(source_beams, keep), [-1])  # [B''*K]
-        cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
+        cache = tf.nest.map_structure(lambda t: tf.gather(t, cache_rows(keep, source_beams)), cache)
         return i + 1, items, cache, constants, out_seq, out_scores
+
+    def step(i, items, cache, constants, out_seq, out_scores):
+        log_probs, cache = step_fn(items.beams.last_tokens(i, bos_id), i, cache, constants)  # [B'*K, V]
+        # The per-beam cache in one gather: row j*K + m takes the row of its source beam; stopped items go.
+        return settle(i, items, log_probs, cache, constants, out_seq, out_scores,
+                      lambda keep, source_beams: tf.reshape(keep[:, None] * k + tf.gather(source_beams, keep), [-1]))
+
+    def first_step(items, cache, constants, out_seq, out_scores):
+        """Step 0 on one row per item (B' rows, not B'*K): every beam of an item reads BOS from the same state and
+        only beam 0 is live (``Beams.start``), so the K rows would be K copies. Its log-probabilities are
+        repeated to the K beams for ``expand``, and every new beam takes its item's cache row."""
+        bos = tf.fill(tf.shape(items.index), bos_id)  # [B']
+        log_probs, cache = step_fn(bos, tf.constant(0), cache, constants)  # [B', V]
+        log_probs = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0) if tf.is_tensor(t) else t, log_probs)
+        return settle(tf.constant(0), items, log_probs, cache, constants, out_seq, out_scores,
+                      lambda keep, source_beams: tf.repeat(keep, k))  # [B''*K]
 
     def searching(i, items, *state):
         return tf.logical_and(i < t_max, tf.shape(items.index)[0] > 0)
@@ -253,11 +266,13 @@ def beam_search(step_fn, initial_cache, beam_size, max_lengths, alpha, constants
     start = Beams.start(b, k, t_max)
     searched = tf.cast(tf.where(max_lengths > 0)[:, 0], tf.int32)  # items allowed no token keep the start state
     items = tf.nest.map_structure(lambda t: tf.gather(t, searched), _Items(tf.range(b), max_lengths, start))
-    initial_cache = tf.nest.map_structure(lambda t: tf.gather(t, beam_rows(searched)), initial_cache)
+    initial_cache = tf.nest.map_structure(lambda t: tf.gather(t, searched * k), initial_cache)  # an item's beam 0
     constants = tf.nest.map_structure(lambda t: tf.gather(t, searched), constants)
+    state = (tf.constant(0), items, initial_cache, constants, start.alive_seq, start.alive_log_probs)
+    state = tf.cond(tf.size(searched) > 0, lambda: first_step(*state[1:]), lambda: state)  # step 0, then the loop
     item_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), items)
     num_steps, _, _, _, out_seq, out_scores = tf.while_loop(
-        searching, step, (tf.constant(0), items, initial_cache, constants, start.alive_seq, start.alive_log_probs),
+        searching, step, state,
         shape_invariants=(tf.TensorShape([]), item_invariants, cache_invariants(initial_cache),
                           cache_invariants(constants), tf.TensorShape([None, None, None]),
                           tf.TensorShape([None, None])),

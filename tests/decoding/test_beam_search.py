@@ -86,6 +86,23 @@ def test_the_best_alone_is_settled_in_fewer_steps():
     np.testing.assert_allclose(best_scores[0, 1], NEG_INF)  # A B EOS had not finished: an empty slot
 
 
+def test_step_0_runs_one_row_per_item_and_every_beam_takes_its_items_cache_row():
+    """Step 0 decodes B' rows (the K beams would all read BOS from the same state), later steps B'*K; the cache
+    at step 1 holds each item's row K times. Items allowed no token are not searched at all."""
+    seen = tf.Variable(tf.fill([10, 4], -1))  # [step, row]: the cache's item of each row the step decoded
+
+    def step_fn(token_ids, step, cache, constants):
+        seen.scatter_nd_update([[step]], tf.pad(cache["item"], [[0, 4 - tf.shape(cache["item"])[0]]],
+                                                constant_values=-1)[None])
+        return table_step_fn(GARDEN_PATH)(token_ids, step, cache, constants)
+
+    cache = {"item": tf.repeat(tf.range(3), 2)}  # [B*K]: each beam's item
+    result = tf.function(lambda: beam_search(step_fn, cache, 2, tf.constant([10, 0, 10]), 0.0))()
+    np.testing.assert_array_equal(seen[:2], [[0, 2, -1, -1], [0, 0, 2, 2]])
+    np.testing.assert_array_equal(result.sequences[0], [[B_, EOS_ID], [A, EOS_ID]])
+    np.testing.assert_array_equal(result.sequences[1], 0)
+
+
 def test_the_heuristic_rule_stops_sooner_and_can_miss_the_best():
     """stop_rule "heuristic" scores the alive beams as if they ended at this step: after step 0 the alive A looks
     worse than EOS and the search stops. The exact rule bounds A by log 0.49 / lp(8) and goes on to the better
