@@ -39,6 +39,9 @@ class ParsingConfig:
     """Parsing, with --chart_labels: train the spans' outermost labels as a tree CRF (the log-probability of the
     gold tree among all binary trees, by the inside algorithm; Zhang et al., 2020, the outside parser's loss) instead
     of classifying each span on its own (tasks/parsing/chart.py); not with --chart_hinge."""
+    chart_crf_local: bool = False
+    """Parsing, with --chart_crf: keep the outermost labels' local loss beside the CRF (both terms summed) instead
+    of replacing it."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
@@ -57,5 +60,6 @@ class ParsingConfig:
         _require(not self.chart_hinge or self.chart_labels, "chart_hinge", "needs chart_labels")
         _require(not self.chart_crf or self.chart_labels, "chart_crf", "needs chart_labels")
         _require(not (self.chart_crf and self.chart_hinge), "chart_crf", "one tree-level loss: not with chart_hinge")
+        _require(not self.chart_crf_local or self.chart_crf, "chart_crf_local", "needs chart_crf")
         _require(not (self.chart_labels and self.align_words), "chart_labels",
                  "a chart parser has no decoder to align; not with align_words")

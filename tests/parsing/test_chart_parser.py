@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import EOS_ID, PAD_ID, recipes
+from keras_transformer import EOS_ID, PAD_ID, losses, recipes
 from keras_transformer.model import build_model, count_parameters
 from keras_transformer.tasks.parsing import chart, cky, trees
 from keras_transformer.tasks.parsing.constraint import BANNED, CLOSE, EOS, OPEN, SLOT, TreeTokens
@@ -241,6 +241,39 @@ def test_each_piece_of_a_word_reads_the_whole_words_characters():
     np.testing.assert_array_equal(features[1, 5], 0.0)
 
 
+def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(generated_splits):
+    """With ``chart_crf`` the outermost chain rows leave the token statistics for the CRF's term; with
+    ``chart_crf_local`` too they stay there (as without the CRF), and the CRF's term over the real tokens (what the
+    loss adds: the CRF per word) is unchanged."""
+    gold = generated_splits["dev"].trees[:4]
+    vocab, tokens = tree_vocabulary(gold)
+    recipe = tiny_chart_recipe()
+    room = recipe.model.vocab_size - len(vocab)
+    tokens = TreeTokens(tokens.kinds + (BANNED,) * room, tuple(kind == SLOT for kind in tokens.kinds) + (False,) * room,
+                        tokens.texts + ("",) * room, ("",) * 4 + tuple(vocab[4:]) + ("",) * room)
+    crf = dataclasses.replace(recipe.parsing, chart_hinge=0.0, chart_crf=True)
+    model = build_model(dataclasses.replace(recipe, parsing=crf))
+    model.set_tables(tokens)
+    target = batch_ids(gold, vocab)
+    tag = tokens.kinds.index(SLOT)
+    n = [len(trees.words(tree)) for tree in gold]
+    source = tf.constant([[tag] * k + [EOS_ID] + [PAD_ID] * (max(n) - k) for k in n])
+
+    def statistics(**change):
+        model.parsing = dataclasses.replace(crf, **change)
+        stats, extra = model.training_statistics(source, target, target, False, 0.1)
+        return stats.numpy(), float(extra)
+
+    local, _ = statistics(chart_crf=False)
+    alone, crf_term = statistics()
+    both, both_term = statistics(chart_crf_local=True)
+    np.testing.assert_allclose(both, local, rtol=1e-6)
+    real = lambda stats: stats[..., losses.REAL].sum()  # noqa: E731
+    assert both_term / real(both) == pytest.approx(crf_term / real(alone), rel=1e-5) and crf_term > 0
+    spans = sum(k * (k + 1) // 2 for k in n)  # every span's outermost row is real (a label or ∅)
+    assert real(local) - real(alone) == spans
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(parsing=dict(chart_labels=64, align_words=True)), "chart_labels: a chart parser has no decoder"),
     (dict(data=dict(tree_leaves="slot")), "chart_labels: needs tree_leaves='tag'"),
@@ -249,6 +282,7 @@ def test_each_piece_of_a_word_reads_the_whole_words_characters():
     (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_crf=True)), "chart_crf: needs chart_labels"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
+    (dict(parsing=dict(chart_crf_local=True, chart_hinge=0.0)), "chart_crf_local: needs chart_crf"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
     recipe = recipes.get("ptb_sample_chart").to_dict()

@@ -24,7 +24,8 @@ target in the graph, so this parser trains on the translation data path and trai
 the score of the best tree under costs that favour wrong spans (CKY, ``cky.best_tree``) over the gold tree's
 (``tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans. With
 ``chart_crf`` the first chain row is trained as a tree CRF instead (``tree_crf``; Zhang et al., 2020): the
-probability of the gold tree among all binary trees, normalized by the inside algorithm (``cky.inside``).
+probability of the gold tree among all binary trees, normalized by the inside algorithm (``cky.inside``); with
+``chart_crf_local`` too, beside its local loss.
 Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
 and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
@@ -333,7 +334,7 @@ class ChartParser(ParsingSection, Transformer):
                                   num_words)
         b = tf.shape(spans)[0]
         local = spans
-        if self.parsing.chart_crf:  # the first chain row is the CRF's, not classified on its own
+        if self.parsing.chart_crf and not self.parsing.chart_crf_local:  # the first row is the CRF's alone
             local = tf.concat([tf.fill(tf.shape(spans[..., :1]), PADDING), spans[..., 1:]], axis=-1)
         span_stats = losses.token_statistics(tf.reshape(local, [b, -1]),
                                              tf.reshape(chart.spans, [b, -1, self.num_classes]), label_smoothing)
