@@ -207,6 +207,26 @@ def tiny_chart_recipe():
         decode=dataclasses.replace(base.decode, average_checkpoints=2))
 
 
+def test_only_the_spans_i_before_j_are_classified():
+    """The span logits are the classifier on p_j - p_i (module docstring) where i < j, and 0 on the grid's other
+    half, which is padding; ``pair_spans`` holds the former alone."""
+    recipe = tiny_chart_recipe()
+    model = build_model(recipe)
+    tables = np.zeros((4, recipe.model.vocab_size), np.float32)
+    tables[chart._WORD_START, 4:] = 1  # every piece but the control ones starts a word
+    model.chart_tables.assign(tables)
+    ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
+    result = model.chart(ids, training=False)
+    spans = result.spans.numpy()  # [2, 6, 6, CHAIN, C]
+    p = model.fenceposts(ids)[0]  # [2, 6, H]
+    full = model.span_out(tf.nn.relu(model.span_norm(p[:, None, :, :] - p[:, :, None, :] + model.span_bias)))
+    upper = np.triu(np.ones((6, 6), bool), 1)  # i < j
+    np.testing.assert_allclose(spans.reshape(full.shape)[:, upper], full.numpy()[:, upper], atol=1e-5)
+    assert spans.shape[:3] == (2, 6, 6) and (spans[:, ~upper] == 0).all()
+    np.testing.assert_array_equal(result.pairs.numpy(), np.argwhere(upper))
+    np.testing.assert_array_equal(result.pair_spans.numpy(), spans[:, upper])  # the rows the local loss reads
+
+
 def test_the_chart_recipe_counts_its_parameters():
     recipe = recipes.get("ptb_sample_chart")
     model = build_model(tiny_chart_recipe())

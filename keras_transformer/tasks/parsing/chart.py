@@ -13,7 +13,7 @@ positions and layers) and replaces the decoder by the span classifier of Stern e
     tag(k)  = the same classifier shape over [y_k ; x_k]                                              [C]
 
 W_1 r_ij = p_j - p_i with p_g = W_1 [f_g ; -b_g] (Kitaev & Klein's factoring): the first layer runs once per
-fencepost, not once per span. A span's three rows classify its unary chain, outermost first (S over VP is one
+fencepost, not once per span. The rest runs on the N(N+1)/2 spans i < j alone; the others' logits are 0 (padding). A span's three rows classify its unary chain, outermost first (S over VP is one
 span, two labels; a longer chain keeps its outer three): class 0 is padding, 1 is ∅ (no constituent, or the chain
 ends), 2.. the phrase labels. A tag row's classes are 0 padding, 1.. the POS tags. C = ``chart_labels`` + 2.
 
@@ -210,9 +210,11 @@ def tree_crf(logits, gold, words):
 
 
 class Chart(NamedTuple):
-    spans: tf.Tensor  # [B, N+1, N+1, CHAIN, C] float32 logits
+    spans: tf.Tensor  # [B, N+1, N+1, CHAIN, C] float32 logits, 0 where i >= j
     tags: tf.Tensor  # [B, N, C] float32 logits
     words: tf.Tensor  # [B] int32, each sentence's words n (<= N)
+    pairs: tf.Tensor  # [M, 2] int32, the spans (i, j) with i < j, M = N(N+1)/2
+    pair_spans: tf.Tensor  # [B, M, CHAIN, C] float32 logits: ``spans`` at ``pairs``
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -296,8 +298,9 @@ class ChartParser(ParsingSection, Transformer):
         return self.char_projection(tf.reshape(c, [batch, length, self.parsing.char_filters])) * ops.cast(
             text[..., None], self.compute_dtype)  # [B, S, D]
 
-    def chart(self, source_ids, training=None) -> Chart:
-        """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
+    def fenceposts(self, source_ids, training=None):
+        """source_ids [B, S] (pieces, EOS, PAD) -> (p [B, N+1, H]: p_g = W_1 [f_g ; -b_g] at each fencepost; the
+        encoder outputs at each word's first and last piece [B, N, D] each; words [B]), N = max n."""
         memory = self.encode(source_ids, training=training)  # [B, S, D]
         starts, word, ends = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
         words = tf.reduce_sum(starts, axis=1)  # [B]
@@ -313,21 +316,33 @@ class ChartParser(ParsingSection, Transformer):
         stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
         y = tf.where(stop, ends_vectors[1][None, None, :], tf.pad(first, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, D]
         p = self.span_hidden(tf.concat([x[..., :half], -y[..., half:]], axis=-1))  # [B, N+1, H]: p_g
-        h = p[:, None, :, :] - p[:, :, None, :] + ops.cast(self.span_bias, p.dtype)  # [B, N+1(i), N+1(j), H]
+        return p, first, last, words
+
+    def chart(self, source_ids, training=None) -> Chart:
+        """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
+        p, first, last, words = self.fenceposts(source_ids, training)
+        batch, n1 = tf.shape(p)[0], tf.shape(p)[1]
+        fence = tf.range(n1)
+        # only the spans i < j are classified: the grid's other half is padding
+        pairs = tf.cast(tf.where(fence[:, None] < fence[None, :]), tf.int32)  # [M, 2] (i, j), M = N(N+1)/2
+        h = (tf.gather(p, pairs[:, 1], axis=1) - tf.gather(p, pairs[:, 0], axis=1)
+             + ops.cast(self.span_bias, p.dtype))  # [B, M, H]
         h = self.classifier_dropout(ops.relu(self.span_norm(h)), training=training)
-        spans = self.span_out(h)  # [B, N+1, N+1, 3C]
-        spans = tf.reshape(spans, tf.concat([tf.shape(spans)[:3], [CHAIN, self.num_classes]], axis=0))
+        rows = ops.cast(self.span_out(h), "float32")  # [B, M, 3C]
+        grid = tf.scatter_nd(pairs, tf.transpose(rows, [1, 0, 2]), tf.stack([n1, n1, batch, tf.shape(rows)[2]]))
+        spans = tf.reshape(tf.transpose(grid, [2, 0, 1, 3]), [batch, n1, n1, CHAIN, self.num_classes])  # 0 at i >= j
         t = self.tag_hidden(tf.concat([first, last], axis=-1))  # [B, N, H]
         tags = self.tag_out(self.classifier_dropout(ops.relu(self.tag_norm(t)), training=training))  # [B, N, C]
-        return Chart(ops.cast(spans, "float32"), ops.cast(tags, "float32"), words)
+        return Chart(spans, ops.cast(tags, "float32"), words, pairs,
+                     tf.reshape(rows, [batch, -1, CHAIN, self.num_classes]))
 
     def call(self, inputs, training=None):
         """(source_ids [B, S], target_in_ids, unread) -> span logits [B, N+1, N+1, CHAIN, C]."""
         return self.chart(inputs[0], training=training).spans
 
     def training_statistics(self, source_ids, target_in_ids, target_out_ids, training, label_smoothing):
-        """The token statistics of every span's chain rows and every word's tag (``losses.token_statistics``,
-        padding not counted): [B, (N+1)^2 * CHAIN + N, 4], and no extra term."""
+        """The token statistics of the chain rows of every span i < j and every word's tag
+        (``losses.token_statistics``, padding not counted): [B, M * CHAIN + N, 4], and the tree-level term."""
         chart = self.chart(source_ids, training=training)
         num_words = tf.shape(chart.tags)[1]
         spans, tags = gold_labels(target_out_ids, self._table(_KIND), self._table(_LABEL), self._table(_TAG),
@@ -336,8 +351,9 @@ class ChartParser(ParsingSection, Transformer):
         local = spans
         if self.parsing.chart_crf and not self.parsing.chart_crf_local:  # the first row is the CRF's alone
             local = tf.concat([tf.fill(tf.shape(spans[..., :1]), PADDING), spans[..., 1:]], axis=-1)
+        local = tf.transpose(tf.gather_nd(tf.transpose(local, [1, 2, 0, 3]), chart.pairs), [1, 0, 2])  # [B, M, CHAIN]
         span_stats = losses.token_statistics(tf.reshape(local, [b, -1]),
-                                             tf.reshape(chart.spans, [b, -1, self.num_classes]), label_smoothing)
+                                             tf.reshape(chart.pair_spans, [b, -1, self.num_classes]), label_smoothing)
         tag_stats = losses.token_statistics(tags, chart.tags, label_smoothing)
         stats = tf.concat([span_stats, tag_stats], axis=1)
         if self.parsing.chart_crf:
