@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID, losses, recipes
 from keras_transformer.model import build_model, count_parameters
-from keras_transformer.tasks.parsing import chart, cky, trees
+from keras_transformer.tasks.parsing import chart, cky, tree_loss, trees
 from keras_transformer.tasks.parsing.constraint import BANNED, CLOSE, EOS, OPEN, SLOT, TreeTokens
 from tests.support import run_cli
 
@@ -84,7 +84,7 @@ def test_the_tree_crf_is_the_gold_trees_negative_log_probability():
     expected = np.logaddexp.reduce(total) - np.logaddexp.reduce(gold_mass)
     variable = tf.Variable(logits)
     with tf.GradientTape() as tape:
-        loss = chart.tree_crf(variable, tf.constant(gold), tf.constant([n]))
+        loss = tree_loss.tree_crf(variable, tf.constant(gold), tf.constant([n]))
     assert loss.numpy()[0] == pytest.approx(expected, abs=1e-4) and expected > 0
     gradient = tape.gradient(loss, variable).numpy()
     np.testing.assert_allclose(gradient[..., chart.EMPTY], -gradient[..., cky.FIRST_LABEL:].sum(-1), atol=1e-5)
@@ -184,10 +184,10 @@ def test_the_tree_hinge_is_zero_on_a_perfect_chart_and_counts_every_span_on_a_bl
     the loss-augmented tree costs 1, so 2n - 1 per sentence, and its gradient reaches the logits."""
     _, spans, _, words, span_logits, _ = perfect_chart(generated_splits["dev"].trees[:20])
     perfect = span_logits[..., 0, :]  # the first chain row
-    assert np.allclose(chart.tree_hinge(perfect, spans[..., 0], words).numpy(), 0.0)
+    assert np.allclose(tree_loss.tree_hinge(perfect, spans[..., 0], words).numpy(), 0.0)
     blank = tf.Variable(tf.zeros_like(perfect))
     with tf.GradientTape() as tape:
-        hinge = chart.tree_hinge(blank, spans[..., 0], words)
+        hinge = tree_loss.tree_hinge(blank, spans[..., 0], words)
         total = tf.reduce_sum(hinge)
     assert np.allclose(hinge.numpy(), 2 * words.numpy() - 1)
     assert float(tf.reduce_sum(tf.abs(tape.gradient(total, blank)))) > 0

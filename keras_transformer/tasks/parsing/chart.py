@@ -13,21 +13,21 @@ positions and layers) and replaces the decoder by the span classifier of Stern e
     tag(k)  = the same classifier shape over [y_k ; x_k]                                              [C]
 
 W_1 r_ij = p_j - p_i with p_g = W_1 [f_g ; -b_g] (Kitaev & Klein's factoring): the first layer runs once per
-fencepost, not once per span. The rest runs on the N(N+1)/2 spans i < j alone; the others' logits are 0 (padding). A span's three rows classify its unary chain, outermost first (S over VP is one
-span, two labels; a longer chain keeps its outer three): class 0 is padding, 1 is ∅ (no constituent, or the chain
-ends), 2.. the phrase labels. A tag row's classes are 0 padding, 1.. the POS tags. C = ``chart_labels`` + 2.
+fencepost, not once per span; the rest on the N(N+1)/2 spans i < j alone (the others are padding, logits 0). A span's
+three rows classify its unary chain, outermost first (S over VP is one span, two labels; a longer chain keeps its
+outer three): class 0 is padding, 1 is ∅ (no constituent, or the chain ends), 2.. the phrase labels. A tag row's
+classes are 0 padding, 1.. the POS tags. C = ``chart_labels`` + 2.
 
 Training is local span classification (Stern et al., 2017; Gaddy et al., 2018): the label-smoothed loss of every
 span's chain rows and every word's tag against the gold tree, which ``gold_labels`` reads from the linearized
 target in the graph, so this parser trains on the translation data path and training step unchanged
 (``training_statistics``). With ``chart_hinge`` > 0 a tree-level loss is added: Kitaev & Klein's (2018) hinge,
 the score of the best tree under costs that favour wrong spans (CKY, ``cky.best_tree``) over the gold tree's
-(``tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans. With
-``chart_crf`` the first chain row is trained as a tree CRF instead (``tree_crf``; Zhang et al., 2020): the
+(``tree_loss.tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans. With
+``chart_crf`` the first chain row is trained as a tree CRF instead (``tree_loss.tree_crf``; Zhang et al., 2020): the
 probability of the gold tree among all binary trees, normalized by the inside algorithm (``cky.inside``); with
-``chart_crf_local`` too, beside its local loss.
-Decoding (``predict``) takes each span's best chain, scores it by its margin over ∅,
-and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
+``chart_crf_local`` too, beside its local loss. Decoding (``predict``) takes each span's best chain, scores it by
+its margin over ∅, and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
 With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
 character CNN; Kitaev & Klein read characters with an LSTM): the characters of every piece of word k (up to
@@ -60,6 +60,7 @@ from keras_transformer.tasks.parsing import cky
 from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL, PADDING
 from keras_transformer.tasks.parsing.constraint import CLOSE, OPEN, SLOT, TreeTokens
 from keras_transformer.tasks.parsing.model import ParsingSection, at_words, word_pieces
+from keras_transformer.tasks.parsing.tree_loss import tree_crf, tree_hinge
 
 CHAIN = 3  # labels per span: a unary chain's outermost three
 _KIND, _LABEL, _TAG, _WORD_START = range(4)  # rows of ChartParser.chart_tables
@@ -156,57 +157,6 @@ def gold_labels(target_ids, kinds, label_of, tag_of, num_words):
     words = tf.stack([tf.cast(leaves[:, 0], tf.int32), tf.gather_nd(leaves_before, leaves)], axis=1)
     tags = tf.scatter_nd(words, tf.gather_nd(tf.gather(tag_of, ids), leaves), [b, num_words])  # [B, N]
     return spans, tags
-
-
-def tree_hinge(logits, gold, words):
-    """Kitaev & Klein's (2018) tree hinge, per sentence [B]: max over binary trees T of s(T) + Δ(T, T*), less s(T*).
-
-    logits [B, N+1, N+1, C]: each span's first chain row; gold [B, N+1, N+1]: its gold class there (PADDING,
-    EMPTY or a label; ``gold_labels``); words [B]. A span's labels score their margins over ∅, s(i, j, l) =
-    logit_l - logit_∅ (∅ scores 0, ``cky.parse``'s scores); Δ counts the spans whose class differs from the gold
-    one. The loss-augmented tree is found by CKY on each span's best augmented score (the root must be labeled);
-    the gradient reaches the margins of that tree's labels and of the gold tree's."""
-    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
-    labels = tf.shape(margins)[-1]
-    is_gold = gold >= FIRST_LABEL  # [B, N+1, N+1]
-    gold_label = tf.one_hot(tf.maximum(gold - FIRST_LABEL, 0), labels) * tf.cast(is_gold, tf.float32)[..., None]
-    best_label = tf.reduce_max(margins + 1.0 - gold_label, axis=-1)  # [B, N+1, N+1]: Δ = 1 off the gold label
-    is_root = cky.root_span(words, tf.shape(gold)[1])
-    augmented = tf.where(is_root, best_label, tf.maximum(best_label, tf.cast(is_gold, tf.float32)))  # ∅: 0 + Δ
-    in_tree, _ = cky.best_tree(tf.stop_gradient(augmented), words)
-    predicted = tf.reduce_sum(tf.where(in_tree, augmented, 0.0), axis=[1, 2])  # [B]
-    gold_score = tf.reduce_sum(margins * gold_label, axis=[1, 2, 3])  # [B]
-    return tf.nn.relu(predicted - gold_score)
-
-
-def tree_crf(logits, gold, words):
-    """A tree CRF's loss per sentence [B] (Finkel et al., 2008; Zhang et al., 2020, the outside parser's):
-    -log p(T* | x) = log Z - log Σ_{T ~ T*} exp s(T).
-
-    logits, gold, words as ``tree_hinge``'s. A labeled binary tree scores Σ over its spans of s(i, j, l), the
-    label's margin over ∅ (∅ scores 0, the root is labeled): the scores ``cky.parse`` maximises, so its tree is this
-    CRF's most probable one. Labels are chosen per span, so Z sums over the binary trees with
-    log φ(i, j) = log Σ_{l or ∅} exp s(i, j, l) (no ∅ at the root), by the inside algorithm (``cky.inside``). The
-    gold tree is n-ary and has many binarizations, all of the same score: the second term sums over them, the inside
-    algorithm again with log ψ = s(i, j, gold label) on gold constituents, 0 on spans that cross none, -1e9 on
-    spans that cross one."""
-    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
-    n1 = tf.shape(gold)[1]
-    is_root = cky.root_span(words, n1)
-    empty = tf.where(is_root, -1e9, 0.0)[..., None]  # ∅'s score, none at the root
-    phi = tf.reduce_logsumexp(tf.concat([empty, margins], axis=-1), axis=-1)  # [B, N+1, N+1]
-    is_gold = gold >= FIRST_LABEL
-    g = tf.cast(is_gold, tf.float32)  # [B, N+1 (a), N+1 (c)]
-    fence = tf.range(n1)
-    between = tf.cast((fence[:, None, None] < fence[None, :, None]) & (fence[None, :, None] < fence[None, None, :]),
-                      tf.float32)  # [N+1 (i), N+1 (x), N+1 (j)]: i < x < j
-    ends_after = tf.cumsum(g, axis=2, exclusive=True, reverse=True)  # [B, a, j]: gold (a, c) with c > j
-    starts_before = tf.cumsum(g, axis=1, exclusive=True)  # [B, i, c]: gold (a, c) with a < i
-    crossing = (tf.einsum("iaj,baj->bij", between, ends_after)  # i < a < j < c
-                + tf.einsum("icj,bic->bij", between, starts_before))  # a < i < c < j
-    gold_margin = tf.gather(margins, tf.maximum(gold - FIRST_LABEL, 0), batch_dims=3)  # [B, N+1, N+1]
-    psi = tf.where(is_gold, gold_margin, tf.where(crossing > 0, -1e9, 0.0))
-    return cky.inside(phi, words) - cky.inside(psi, words)
 
 
 class Chart(NamedTuple):
@@ -348,10 +298,9 @@ class ChartParser(ParsingSection, Transformer):
         spans, tags = gold_labels(target_out_ids, self._table(_KIND), self._table(_LABEL), self._table(_TAG),
                                   num_words)
         b = tf.shape(spans)[0]
-        local = spans
+        local = tf.transpose(tf.gather_nd(tf.transpose(spans, [1, 2, 0, 3]), chart.pairs), [1, 0, 2])  # [B, M, CHAIN]
         if self.parsing.chart_crf and not self.parsing.chart_crf_local:  # the first row is the CRF's alone
-            local = tf.concat([tf.fill(tf.shape(spans[..., :1]), PADDING), spans[..., 1:]], axis=-1)
-        local = tf.transpose(tf.gather_nd(tf.transpose(local, [1, 2, 0, 3]), chart.pairs), [1, 0, 2])  # [B, M, CHAIN]
+            local = tf.concat([tf.fill(tf.shape(local[..., :1]), PADDING), local[..., 1:]], axis=-1)
         span_stats = losses.token_statistics(tf.reshape(local, [b, -1]),
                                              tf.reshape(chart.pair_spans, [b, -1, self.num_classes]), label_smoothing)
         tag_stats = losses.token_statistics(tags, chart.tags, label_smoothing)

@@ -3,7 +3,7 @@ the sequence-to-sequence parser's linearized output.
 
     parse(span_logits [B, N+1, N+1, CHAIN, C], tag_logits [B, N, C], words [B], bonus=0) -> Parse
     best_tree(scores [B, N+1, N+1], words [B]) -> (in_tree [B, N+1, N+1] bool, total [B])
-    inside(potentials [B, N+1, N+1], words [B]) -> log Z [B]  (the tree CRF's normalizer, ``chart.tree_crf``)
+    inside(potentials [B, N+1, N+1], words [B]) -> log Z [B]  (the tree CRF's normalizer, ``tree_loss.tree_crf``)
     linearize(chains, tags, words, label_texts, tag_texts) -> [B] "(S (NP @NNP @NNP ) (VP @VBZ ) @. )"
 
 Scores (Stern et al., 2017; Kitaev & Klein, 2018). Span (i, j)'s first chain row gives log p(label) and log p(∅);
