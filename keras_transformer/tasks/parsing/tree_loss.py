@@ -15,7 +15,7 @@ def tree_hinge(logits, gold, words):
     """Kitaev & Klein's (2018) tree hinge, per sentence [B]: max over binary trees T of s(T) + Δ(T, T*), less s(T*).
 
     logits [B, N+1, N+1, C]: each span's first chain row; gold [B, N+1, N+1]: its gold class there (PADDING,
-    EMPTY or a label; ``gold_labels``); words [B]. A span's labels score their margins over ∅, s(i, j, l) =
+    EMPTY or a label; ``chart.gold_labels``); words [B]. A span's labels score their margins over ∅, s(i, j, l) =
     logit_l - logit_∅ (∅ scores 0, ``cky.parse``'s scores); Δ counts the spans whose class differs from the gold
     one. The loss-augmented tree is found by CKY on each span's best augmented score (the root must be labeled);
     the gradient reaches the margins of that tree's labels and of the gold tree's."""
