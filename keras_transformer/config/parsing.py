@@ -42,6 +42,12 @@ class ParsingConfig:
     chart_crf_local: bool = False
     """Parsing, with --chart_crf: keep the outermost labels' local loss beside the CRF (both terms summed) instead
     of replacing it."""
+    chart_lstm: int = 0
+    """Parsing, with --chart_labels: > 0 reads the fenceposts from a bidirectional LSTM of this many units per
+    direction over the encoder's words (Stern et al., 2017; Gaddy et al., 2018), --chart_lstm_layers deep, instead of
+    from the encoder's outputs split in halves (Kitaev & Klein, 2018); 0: off (tasks/parsing/chart.py)."""
+    chart_lstm_layers: int = 2
+    """Parsing, with --chart_lstm: the LSTM's layers (Stern et al., 2017: 2)."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
@@ -54,6 +60,9 @@ class ParsingConfig:
         _require(self.tag_loss >= 0.0, "tag_loss", f"must be >= 0, got {self.tag_loss}")
         _require(self.chart_labels >= 0, "chart_labels", f"must be >= 0, got {self.chart_labels}")
         _require(self.chart_hidden > 0, "chart_hidden", f"must be positive, got {self.chart_hidden}")
+        _require(self.chart_lstm >= 0, "chart_lstm", f"must be >= 0, got {self.chart_lstm}")
+        _require(not self.chart_lstm or self.chart_labels, "chart_lstm", "needs chart_labels")
+        _require(self.chart_lstm_layers > 0, "chart_lstm_layers", f"must be positive, got {self.chart_lstm_layers}")
         _require(self.char_filters >= 0, "char_filters", f"must be >= 0, got {self.char_filters}")
         _require(not self.char_filters or self.chart_labels, "char_filters", "needs chart_labels")
         _require(self.chart_hinge >= 0.0, "chart_hinge", f"must be >= 0, got {self.chart_hinge}")

@@ -234,6 +234,46 @@ def test_the_chart_recipe_counts_its_parameters():
     assert not hasattr(model, "decoder") and recipe.model.num_decoder_layers == 0
 
 
+def lstm_chart_model():
+    """The tiny chart parser with 2 LSTM layers of 8 units, every piece but the control ones a word of its own."""
+    recipe = tiny_chart_recipe()
+    model = build_model(dataclasses.replace(recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8)))
+    tables = np.zeros((4, recipe.model.vocab_size), np.float32)
+    tables[chart._WORD_START, 4:] = 1
+    model.chart_tables.assign(tables)
+    return model
+
+
+def test_the_lstm_chart_recipe_counts_its_parameters():
+    model = lstm_chart_model()
+    recipe = dataclasses.replace(tiny_chart_recipe(), parsing=model.parsing)
+    assert sum(int(np.prod(v.shape)) for v in model.trainable_weights) == count_parameters(recipe)
+    assert len(model.word_lstms) == 2 and model.fencepost_ends.shape == (2, 8)
+
+
+def test_lstm_fenceposts_read_the_forward_state_before_and_the_backward_state_at_each_fencepost():
+    """With ``chart_lstm``: p_g = W_1 [→h_{g-1} ; -←h_g] (START at g = 0, STOP at g = n) over the BiLSTM of the words'
+    [first ; last] encoder outputs, and a sentence's chart is the same alone and beside a longer one (the mask keeps
+    the padding out of the backward LSTM)."""
+    model = lstm_chart_model()
+    ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
+    p, tagged, words = model.fenceposts(ids)
+    memory = model.encode(ids)
+    h = tf.concat([memory[:, :5], memory[:, :5]], axis=-1)  # one piece a word: first = last; 5 words at most
+    for lstm in model.word_lstms:
+        h = lstm(h, mask=tf.constant([[True] * 3 + [False] * 2, [True] * 5]))
+    h = h.numpy()  # [2, 5, 16]
+    start, stop = model.fencepost_ends.numpy()
+    np.testing.assert_allclose(tagged.numpy()[1], h[1], atol=1e-5)
+    for b, n in enumerate(words.numpy()):
+        f = np.concatenate([start[None], h[b, :n, :8]])  # [n+1, 8]
+        bwd = np.concatenate([h[b, :n, 8:], stop[None]])
+        expected = model.span_hidden(np.concatenate([f, -bwd], axis=-1)).numpy()
+        np.testing.assert_allclose(p.numpy()[b, : n + 1], expected, atol=1e-5)
+    alone = model.chart(ids[:1, :4]).spans.numpy()[0]  # [4, 4, CHAIN, C]
+    np.testing.assert_allclose(model.chart(ids).spans.numpy()[0, :4, :4], alone, atol=1e-5)
+
+
 def test_each_piece_of_a_word_reads_the_whole_words_characters():
     """source_features: c_k is the max over every piece of word k of its characters' convolution, W_c c_k + b_c is
     added at each of the word's pieces, zeros at EOS and PAD, the same for the word wherever it stands."""
@@ -301,6 +341,8 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
     (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_crf=True)), "chart_crf: needs chart_labels"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=8)), "chart_lstm: needs chart_labels"),
+    (dict(parsing=dict(chart_lstm=8, chart_lstm_layers=0)), "chart_lstm_layers: must be positive, got 0"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
     (dict(parsing=dict(chart_crf_local=True, chart_hinge=0.0)), "chart_crf_local: needs chart_crf"),
 ])
@@ -323,9 +365,12 @@ def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
 @pytest.mark.slow
 def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory, every
-    tree one tree over the sentence's words, and the tools that read a parser."""
+    tree one tree over the sentence's words, and the tools that read a parser; with the LSTM's fenceposts (the
+    SavedModel holds its loop)."""
+    recipe = tiny_chart_recipe()
     recipe_file = tmp_path / "ptb_chart_tiny.json"
-    recipe_file.write_text(tiny_chart_recipe().to_json())
+    recipe_file.write_text(dataclasses.replace(
+        recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8, chart_lstm_layers=1)).to_json())
     run_cli("pipeline", f"--recipe={recipe_file}", f"--workdir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'export'}", "--eval_sentences=16", timeout=600)
     metadata = json.loads((tmp_path / "export" / "metadata.json").read_text())

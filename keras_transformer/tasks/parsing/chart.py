@@ -29,6 +29,13 @@ probability of the gold tree among all binary trees, normalized by the inside al
 ``chart_crf_local`` too, beside its local loss. Decoding (``predict``) takes each span's best chain, scores it by
 its margin over ∅, and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
+With ``chart_lstm`` = U the fenceposts come from a bidirectional LSTM over the words instead (Stern et al., 2017;
+Gaddy et al., 2018; ``chart_lstm_layers`` deep, dropout before each layer), read from the encoder:
+
+    (→h_k, ←h_k) = BiLSTM([y_k ; x_k], k = 0..n-1)                                                [U] each
+    f_g = →h_{g-1} (→h_{-1} = START),  b_g = ←h_g (←h_n = STOP),  r_ij as above                    [2U]
+    tag(k) over [→h_k ; ←h_k]
+
 With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
 character CNN; Kitaev & Klein read characters with an LSTM): the characters of every piece of word k (up to
 CHARS_PER_PIECE each) embedded, convolved (width 3, F filters, ReLU) and max-pooled over the whole word,
@@ -192,8 +199,14 @@ class ChartParser(ParsingSection, Transformer):
         # (source side); float32 under any policy, as the parser's word tables
         self.chart_tables = self.add_weight(shape=(4, vocab), initializer="zeros", dtype="float32", trainable=False,
                                             autocast=False, name="chart_tables")
-        self.fencepost_ends = self.add_weight(shape=(2, d), initializer=keras.initializers.RandomNormal(
-            stddev=d ** -0.5), name="fencepost_ends")  # [START; STOP] (module docstring)
+        width = self.parsing.chart_lstm or d  # the LSTM's units per direction, or the encoder's width
+        self.fencepost_ends = self.add_weight(shape=(2, width), initializer=keras.initializers.RandomNormal(
+            stddev=width ** -0.5), name="fencepost_ends")  # [START; STOP] (module docstring)
+        for i in range(self.parsing.chart_lstm_layers if self.parsing.chart_lstm else 0):  # attributes, not a list:
+            # the checkpoints' variable paths (checkpoints/names.py) follow layers, not lists
+            setattr(self, f"word_lstm_{i}", keras.layers.Bidirectional(
+                keras.layers.LSTM(self.parsing.chart_lstm, return_sequences=True, name=f"lstm_{i}"),
+                name=f"word_lstm_{i}"))
         self.span_hidden = keras.layers.Dense(hidden, use_bias=False, name="span_hidden")  # W_1 [D, H]
         self.span_bias = self.add_weight(shape=(hidden,), initializer="zeros", name="span_bias")  # c_1
         self.span_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="span_norm")
@@ -209,6 +222,12 @@ class ChartParser(ParsingSection, Transformer):
             self.char_conv = keras.layers.Conv1D(self.parsing.char_filters, CHAR_WIDTH, padding="same",
                                                  activation="relu", name="char_conv")
             self.char_projection = keras.layers.Dense(d, name="char_projection")  # W_c, b_c
+
+    @property
+    def word_lstms(self) -> List[keras.layers.Layer]:
+        """The BiLSTM's layers over the words, first to last (``chart_lstm``; none without)."""
+        return [getattr(self, f"word_lstm_{i}") for i in range(self.parsing.chart_lstm_layers)
+                if self.parsing.chart_lstm]
 
     def set_tables(self, tokens: TreeTokens) -> ChartClasses:
         """Fills ``chart_tables`` from a parser's tokenizer (``constraint.token_kinds``); a ValueError naming
@@ -249,28 +268,40 @@ class ChartParser(ParsingSection, Transformer):
             text[..., None], self.compute_dtype)  # [B, S, D]
 
     def fenceposts(self, source_ids, training=None):
-        """source_ids [B, S] (pieces, EOS, PAD) -> (p [B, N+1, H]: p_g = W_1 [f_g ; -b_g] at each fencepost; the
-        encoder outputs at each word's first and last piece [B, N, D] each; words [B]), N = max n."""
+        """source_ids [B, S] (pieces, EOS, PAD) -> (p [B, N+1, H]: p_g = W_1 [f_g ; -b_g] at each fencepost; each
+        word's vector for its tag [B, N, 2D] (its first and last pieces' encoder outputs) or [B, N, 2U] (the
+        LSTM's); words [B]), N = max n."""
         memory = self.encode(source_ids, training=training)  # [B, S, D]
         starts, word, ends = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
         words = tf.reduce_sum(starts, axis=1)  # [B]
         num_words = tf.maximum(tf.reduce_max(words), 1)  # N
         first = at_words(tf.where(starts > 0, word, -1), memory, num_words)  # [B, N, D]
         last = at_words(tf.where(ends, word, -1), memory, num_words)  # [B, N, D]
-        half = self.config.d_model // 2
-        ends_vectors = ops.cast(self.fencepost_ends, memory.dtype)
+        ends_vectors = ops.cast(self.fencepost_ends, memory.dtype)  # [2, D] or [2, U]
+        tagged = tf.concat([first, last], axis=-1)  # [B, N, 2D]
+        if self.parsing.chart_lstm:  # f_g, b_g: the LSTM's forward state after word g-1, its backward one at word g
+            units, present = self.parsing.chart_lstm, tf.range(num_words)[None, :] < words[:, None]  # [B, N]
+            for lstm in self.word_lstms:
+                tagged = lstm(self.classifier_dropout(tagged, training=training), mask=present,
+                              training=training)  # [B, N, 2U]
+            forward, backward = tagged[..., :units], tagged[..., units:]
+            start, stop = ends_vectors[0], ends_vectors[1]  # [U] each
+        else:  # the halves of the encoder's outputs (Kitaev & Klein, 2018)
+            half = self.config.d_model // 2
+            forward, backward = last[..., :half], first[..., half:]  # [B, N, D/2] each
+            start, stop = ends_vectors[0, :half], ends_vectors[1, half:]
         batch = tf.shape(source_ids)[0]
-        start = tf.broadcast_to(ends_vectors[0][None, None, :], [batch, 1, self.config.d_model])
-        x = tf.concat([start, last], axis=1)  # [B, N+1, D]: fencepost g reads x_{g-1}
+        x = tf.concat([tf.broadcast_to(start[None, None, :], [batch, 1, tf.shape(forward)[2]]), forward],
+                      axis=1)  # [B, N+1, ·]: fencepost g reads word g-1's
         fence = tf.range(num_words + 1)
-        stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
-        y = tf.where(stop, ends_vectors[1][None, None, :], tf.pad(first, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, D]
-        p = self.span_hidden(tf.concat([x[..., :half], -y[..., half:]], axis=-1))  # [B, N+1, H]: p_g
-        return p, first, last, words
+        at_stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
+        y = tf.where(at_stop, stop[None, None, :], tf.pad(backward, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, ·]
+        p = self.span_hidden(tf.concat([x, -y], axis=-1))  # [B, N+1, H]: p_g
+        return p, tagged, words
 
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
-        p, first, last, words = self.fenceposts(source_ids, training)
+        p, tagged, words = self.fenceposts(source_ids, training)
         batch, n1 = tf.shape(p)[0], tf.shape(p)[1]
         fence = tf.range(n1)
         # only the spans i < j are classified: the grid's other half is padding
@@ -281,7 +312,7 @@ class ChartParser(ParsingSection, Transformer):
         rows = ops.cast(self.span_out(h), "float32")  # [B, M, 3C]
         grid = tf.scatter_nd(pairs, tf.transpose(rows, [1, 0, 2]), tf.stack([n1, n1, batch, tf.shape(rows)[2]]))
         spans = tf.reshape(tf.transpose(grid, [2, 0, 1, 3]), [batch, n1, n1, CHAIN, self.num_classes])  # 0 at i >= j
-        t = self.tag_hidden(tf.concat([first, last], axis=-1))  # [B, N, H]
+        t = self.tag_hidden(tagged)  # [B, N, H]
         tags = self.tag_out(self.classifier_dropout(ops.relu(self.tag_norm(t)), training=training))  # [B, N, C]
         return Chart(spans, ops.cast(tags, "float32"), words, pairs,
                      tf.reshape(rows, [batch, -1, CHAIN, self.num_classes]))
@@ -337,13 +368,18 @@ class ChartParser(ParsingSection, Transformer):
     @classmethod
     def extra_parameters(cls, recipe: Recipe) -> int:
         """START and STOP, W_1 and c_1, the span LayerNorm, W_2 and c_2; the tag classifier's three layers; with
-        ``char_filters`` F the character embeddings, the convolution and W_c, b_c."""
+        ``chart_lstm`` U the LSTM's layers; with ``char_filters`` F the character embeddings, the convolution and
+        W_c, b_c."""
         d, hidden, classes = recipe.model.d_model, recipe.parsing.chart_hidden, recipe.parsing.chart_labels + 2
-        span = 2 * d + d * hidden + hidden + 2 * hidden + (hidden + 1) * CHAIN * classes
-        tag = (2 * d + 1) * hidden + 2 * hidden + (hidden + 1) * classes
+        u = recipe.parsing.chart_lstm
+        width, fencepost, word = (u, 2 * u, 2 * u) if u else (d, d, 2 * d)  # START/STOP, [f_g ; -b_g], a tag's input
+        lstm = sum(2 * 4 * u * ((2 * d if i == 0 else 2 * u) + u + 1)
+                   for i in range(recipe.parsing.chart_lstm_layers if u else 0))
+        span = 2 * width + fencepost * hidden + hidden + 2 * hidden + (hidden + 1) * CHAIN * classes
+        tag = (word + 1) * hidden + 2 * hidden + (hidden + 1) * classes
         f = recipe.parsing.char_filters
         chars = CHAR_ROWS * CHAR_EMBEDDING + (CHAR_WIDTH * CHAR_EMBEDDING + 1) * f + (f + 1) * d if f else 0
-        return span + tag + chars
+        return span + tag + lstm + chars
 
 
 def chart_texts(classes: ChartClasses) -> Tuple[List[str], List[str]]:
