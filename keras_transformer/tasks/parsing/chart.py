@@ -32,7 +32,7 @@ its margin over ∅, and CKY picks the binary tree whose spans sum highest; the 
 With ``chart_lstm`` = U the fenceposts come from a bidirectional LSTM over the words instead (Stern et al., 2017;
 Gaddy et al., 2018; ``chart_lstm_layers`` deep, dropout before each layer), read from the encoder:
 
-    (→h_k, ←h_k) = BiLSTM([y_k ; x_k], k = 0..n-1)                                                [U] each
+    (→h_k, ←h_k) = BiLSTM([y_k ; x_k], k = 0..n-1)   (word_lstm.py)                              [U] each
     f_g = →h_{g-1} (→h_{-1} = START),  b_g = ←h_g (←h_n = STOP),  r_ij as above                    [2U]
     tag(k) over [→h_k ; ←h_k]
 
@@ -68,6 +68,7 @@ from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL, PADDING
 from keras_transformer.tasks.parsing.constraint import CLOSE, OPEN, SLOT, TreeTokens
 from keras_transformer.tasks.parsing.model import ParsingSection, at_words, word_pieces
 from keras_transformer.tasks.parsing.tree_loss import tree_crf, tree_hinge
+from keras_transformer.tasks.parsing.word_lstm import BidirectionalLSTM
 
 CHAIN = 3  # labels per span: a unary chain's outermost three
 _KIND, _LABEL, _TAG, _WORD_START = range(4)  # rows of ChartParser.chart_tables
@@ -204,9 +205,7 @@ class ChartParser(ParsingSection, Transformer):
             stddev=width ** -0.5), name="fencepost_ends")  # [START; STOP] (module docstring)
         for i in range(self.parsing.chart_lstm_layers if self.parsing.chart_lstm else 0):  # attributes, not a list:
             # the checkpoints' variable paths (checkpoints/names.py) follow layers, not lists
-            setattr(self, f"word_lstm_{i}", keras.layers.Bidirectional(
-                keras.layers.LSTM(self.parsing.chart_lstm, return_sequences=True, name=f"lstm_{i}"),
-                name=f"word_lstm_{i}"))
+            setattr(self, f"word_lstm_{i}", BidirectionalLSTM(self.parsing.chart_lstm, name=f"word_lstm_{i}"))
         self.span_hidden = keras.layers.Dense(hidden, use_bias=False, name="span_hidden")  # W_1 [D, H]
         self.span_bias = self.add_weight(shape=(hidden,), initializer="zeros", name="span_bias")  # c_1
         self.span_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="span_norm")
@@ -280,11 +279,9 @@ class ChartParser(ParsingSection, Transformer):
         ends_vectors = ops.cast(self.fencepost_ends, memory.dtype)  # [2, D] or [2, U]
         tagged = tf.concat([first, last], axis=-1)  # [B, N, 2D]
         if self.parsing.chart_lstm:  # f_g, b_g: the LSTM's forward state after word g-1, its backward one at word g
-            units, present = self.parsing.chart_lstm, tf.range(num_words)[None, :] < words[:, None]  # [B, N]
             for lstm in self.word_lstms:
-                tagged = lstm(self.classifier_dropout(tagged, training=training), mask=present,
-                              training=training)  # [B, N, 2U]
-            forward, backward = tagged[..., :units], tagged[..., units:]
+                forward, backward = lstm(self.classifier_dropout(tagged, training=training), words)  # [B, N, U]
+                tagged = tf.concat([forward, backward], axis=-1)  # [B, N, 2U]
             start, stop = ends_vectors[0], ends_vectors[1]  # [U] each
         else:  # the halves of the encoder's outputs (Kitaev & Klein, 2018)
             half = self.config.d_model // 2
