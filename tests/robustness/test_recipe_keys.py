@@ -75,7 +75,7 @@ def test_a_legacy_key_in_another_section_is_still_an_error():
         Recipe.from_dict(d)
 
 
-@pytest.mark.parametrize("export", ["multi30k_en_de", "ptb_sample"])
+@pytest.mark.parametrize("export", ["multi30k_en_de", "ptb_sample", "ptb_sample_chart"])
 def test_the_shipped_exports_recipes_load(export):
     info = json.loads((Path(REPO_ROOT) / "saved_models" / export / "assets" / "export.json").read_text())
     assert Recipe.from_dict(info["recipe"]).name
