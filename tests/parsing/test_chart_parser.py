@@ -195,13 +195,13 @@ def test_the_tree_hinge_is_zero_on_a_perfect_chart_and_counts_every_span_on_a_bl
 
 def tiny_chart_recipe():
     """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces), reading characters,
-    with the tree hinge."""
+    with the tree hinge, without the LSTM."""
     base = recipes.get("ptb_sample_chart")
     return dataclasses.replace(
         base, name="ptb_chart_tiny",
         model=dataclasses.replace(base.model, vocab_size=600, d_model=64, d_ff=128, num_heads=2,
                                   num_encoder_layers=1, dropout=0.1, attention_dropout=0.0),
-        parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8, chart_hinge=1.0),
+        parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8, chart_hinge=1.0, chart_lstm=0),
         train=dataclasses.replace(base.train, train_steps=30, checkpoint_every=15, warmup_steps=15,
                                   max_train_minutes=0, mixed_precision=False, bleu_samples=8),
         decode=dataclasses.replace(base.decode, average_checkpoints=2))
@@ -237,7 +237,8 @@ def test_the_chart_recipe_counts_its_parameters():
 def lstm_chart_model():
     """The tiny chart parser with 2 LSTM layers of 8 units, every piece but the control ones a word of its own."""
     recipe = tiny_chart_recipe()
-    model = build_model(dataclasses.replace(recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8)))
+    model = build_model(dataclasses.replace(recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8,
+                                                                                chart_lstm_layers=2)))
     tables = np.zeros((4, recipe.model.vocab_size), np.float32)
     tables[chart._WORD_START, 4:] = 1
     model.chart_tables.assign(tables)
@@ -252,9 +253,9 @@ def test_the_lstm_chart_recipe_counts_its_parameters():
 
 
 def test_lstm_fenceposts_read_the_forward_state_before_and_the_backward_state_at_each_fencepost():
-    """With ``chart_lstm``: p_g = W_1 [→h_{g-1} ; -←h_g] (START at g = 0, STOP at g = n) over the BiLSTM of the words'
-    [first ; last] encoder outputs, and a sentence's chart is the same alone and beside a longer one (the mask keeps
-    the padding out of the backward LSTM)."""
+    """With ``chart_lstm``: p_g = W_1 [→h_{g-1} ; -←h_g] (START at g = 0, STOP at g = n) over the BiLSTM of the
+    words' [first ; last] encoder outputs, and a sentence's chart is the same alone and beside a longer one (the
+    backward direction reads each sentence from its own last word, not from the padding)."""
     model = lstm_chart_model()
     ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
     p, tagged, words = model.fenceposts(ids)
@@ -338,9 +339,11 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
     (dict(parsing=dict(chart_labels=64, align_words=True)), "chart_labels: a chart parser has no decoder"),
     (dict(data=dict(tree_leaves="slot")), "chart_labels: needs tree_leaves='tag'"),
     (dict(model=dict(num_decoder_layers=2)), "num_decoder_layers: ChartParser needs 0, got 2"),
-    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_hinge=1.0)), "chart_hinge: needs chart_labels"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=0, chart_hinge=1.0)),
+     "chart_hinge: needs chart_labels"),
     (dict(parsing=dict(chart_hinge=-1.0)), "chart_hinge: must be >= 0, got -1.0"),
-    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_crf=True)), "chart_crf: needs chart_labels"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=0, chart_crf=True)),
+     "chart_crf: needs chart_labels"),
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=8)), "chart_lstm: needs chart_labels"),
     (dict(parsing=dict(chart_lstm=8, chart_lstm_layers=0)), "chart_lstm_layers: must be positive, got 0"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
