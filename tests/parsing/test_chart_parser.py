@@ -368,10 +368,12 @@ def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
 @pytest.mark.slow
 def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory, every
-    tree one tree over the sentence's words, and the tools that read a parser. (The LSTM's export is held to its
-    work directory by test_shipped_parser.py: the shipped chart parser's stored scores reproduced.)"""
+    tree one tree over the sentence's words, and the tools that read a parser; with the LSTM's fenceposts (the
+    SavedModel holds its loop)."""
+    recipe = tiny_chart_recipe()
     recipe_file = tmp_path / "ptb_chart_tiny.json"
-    recipe_file.write_text(tiny_chart_recipe().to_json())
+    recipe_file.write_text(dataclasses.replace(
+        recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8, chart_lstm_layers=1)).to_json())
     run_cli("pipeline", f"--recipe={recipe_file}", f"--workdir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'export'}", "--eval_sentences=16", timeout=600)
     metadata = json.loads((tmp_path / "export" / "metadata.json").read_text())
@@ -380,8 +382,9 @@ def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     assert len(summary["history"]["val_f1"]) == 2
 
     sentences = [" ".join(trees.words(tree)) for tree in generated_splits["test"].trees[:12]]
+    alpha = f"--alpha={metadata['decode']['alpha']}"  # the export keeps α chosen on dev, a work directory the recipe's
     outputs = [run_cli("parse", f"--model={tmp_path / where}", *options, stdin="\n".join(sentences) + "\n")
-               .stdout.splitlines() for where, options in (("export", ()), ("run", ("--checkpoint=averaged",)))]
+               .stdout.splitlines() for where, options in (("export", ()), ("run", ("--checkpoint=averaged", alpha)))]
     assert outputs[0] == outputs[1] and len(outputs[0]) == len(sentences)
     for sentence, line in zip(sentences, outputs[0]):
         (tree,) = trees.read_trees(line)
