@@ -13,6 +13,7 @@ A ``--model`` is a training work directory (``checkpoint`` picks its weights), a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Tuple, Union
@@ -101,7 +102,8 @@ def load_model(model_arg: Union[str, os.PathLike], checkpoint: str = "latest", d
     ``checkpoint``: "latest" (newest training checkpoint), "averaged" (newest
     ``kt-average`` output), "best" (``keep_best_by``) or a checkpoint prefix path. The model is built
     from ``recipe.json`` in float32 (a mixed-precision run's variables are
-    float32 anyway); dropout is off at inference.
+    float32 anyway); dropout is off at inference. The average kt-pipeline evaluated gets the α it chose on dev
+    as its default, as its export does (``WorkDir.chosen_decode``).
     """
     workdir = Path(model_arg)
     if (workdir / "saved_model.pb").is_file():
@@ -111,6 +113,9 @@ def load_model(model_arg: Union[str, os.PathLike], checkpoint: str = "latest", d
         return loading.load_exported(workdir)
     recipe = WorkDir(workdir).read_recipe()
     path = resolve_checkpoint(workdir, checkpoint)
+    chosen = WorkDir(workdir).chosen_decode(path)  # kt-pipeline's average decodes as its export: α chosen on dev
+    if chosen:
+        recipe = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, **chosen))
     tok = find_tokenizer(workdir, recipe, data_dir, corpus)
     for model_tokenizer in tok.models.values():
         if model_tokenizer.vocab_size != recipe.model.vocab_size:

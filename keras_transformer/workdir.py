@@ -11,7 +11,7 @@
       averaged/ckpt-<step>     averages of checkpoints (§6.1), a .json beside each  WorkDir.averaged
       tensorboard/             TensorBoard scalars                        WorkDir.tensorboard
       train_summary.json       what the last training call did           WorkDir.train_summary
-      pipeline.json            the kt-pipeline stages finished           WorkDir.pipeline_state
+      pipeline.json            the kt-pipeline stages finished           WorkDir.pipeline_state (chosen_decode)
       corpus_fingerprint.json  the training corpus it was trained on     WorkDir.corpus_fingerprint (data_fingerprint)
       precision.json           the dtype policy it trains under           WorkDir.precision (read/write_policy)
 
@@ -77,3 +77,18 @@ class WorkDir:
         if not self.recipe_file.exists():
             raise FileNotFoundError(f"{self.recipe_file}: no {RECIPE_FILE}; is {self.root} a training work directory?")
         return Recipe.from_dict(json.loads(self.recipe_file.read_text()))
+
+    def chosen_decode(self, checkpoint: Union[str, os.PathLike]) -> dict:
+        """The decoding options kt-pipeline chose on the dev split for ``checkpoint`` when it is the average the
+        pipeline evaluated under this directory's recipe (``{"alpha": 1.0}``: the defaults its export keeps);
+        {} for any other checkpoint."""
+        try:
+            state = json.loads(self.pipeline_state.read_text())
+            evaluated = state["done"]["evaluated"]
+            same_recipe = state["key"]["recipe"] == json.loads(self.recipe_file.read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+        checkpoint = Path(checkpoint)
+        same = (same_recipe and Path(evaluated["averaged"]).name == checkpoint.name
+                and checkpoint.parent.resolve() == self.averaged.resolve())
+        return dict(evaluated.get("decode", {})) if same else {}

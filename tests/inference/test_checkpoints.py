@@ -86,6 +86,26 @@ def test_kt_average_then_load_the_average(trained_workdir, tmp_path):
         np.testing.assert_array_equal(weight.numpy(), ((a.astype(np.float64) + b) / 2).astype(np.float32))
 
 
+def test_the_average_kt_pipeline_evaluated_decodes_with_the_alpha_it_chose(trained_workdir, tmp_path):
+    """As the pipeline's export does: its pipeline.json's α for that average, under the same recipe only."""
+    workdir = _copy_workdir(trained_workdir, tmp_path / "run", {8: 8, 12: 12})
+    run_cli("average", f"--model={workdir}", "--num=2")
+    recipe_dict = json.loads((workdir / "recipe.json").read_text())
+
+    def state(averaged, recipe):
+        (workdir / "pipeline.json").write_text(json.dumps({"key": {"recipe": recipe, "eval_sentences": None}, "done": {
+            "evaluated": {"averaged": averaged, "decode": {"alpha": 1.5}}}}))
+        return [artifacts.load_model(workdir, checkpoint)[1].decode.alpha for checkpoint in ("averaged", "latest")]
+
+    recipe_alpha = inference_recipe().decode.alpha
+    assert recipe_alpha != 1.5
+    assert state("elsewhere/averaged/ckpt-12", recipe_dict) == [1.5, recipe_alpha]  # the path as the pipeline ran
+    assert state("elsewhere/averaged/ckpt-8", recipe_dict) == [recipe_alpha, recipe_alpha]  # another average
+    assert state("elsewhere/averaged/ckpt-12", {**recipe_dict, "name": "other"}) == [recipe_alpha, recipe_alpha]
+    (workdir / "pipeline.json").write_text("{")
+    assert artifacts.load_model(workdir, "averaged")[1].decode.alpha == recipe_alpha
+
+
 def test_load_latest_and_errors(trained_workdir, tmp_path):
     model, _, _ = artifacts.load_model(trained_workdir)  # latest = ckpt-12
     for weight, saved in zip(model.weights, _weights(trained_workdir / "checkpoints" / "ckpt-12")):
