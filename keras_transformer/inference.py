@@ -1,8 +1,8 @@
 """One loader for every kind of ``--model``, of every task: a model ready to decode lines.
 
     load(model_arg, checkpoint="latest", data_dir=None, ctranslate2_search=None, ensemble_weights=None)
-        -> artifacts.Loaded   (model_arg "a,b,...": an ensemble of translation models of one tokenizer,
-        decoding.ensemble; ``ensemble_parts`` loads its models)
+        -> artifacts.Loaded   (model_arg "a,b,...": an ensemble of models of one task and one tokenizer,
+        its task's ``ensemble_module``; ``ensemble_parts`` loads its models)
     from_module(module, tokenizer, description) -> artifacts.Loaded   a task's module built here
     task_of(loaded) -> the tasks.base.Task that decodes and scores its outputs
 
@@ -23,6 +23,7 @@ from keras_transformer import artifacts, tasks
 from keras_transformer.artifacts import Loaded
 from keras_transformer.checkpoints.state import resolve_checkpoint
 from keras_transformer.config import Recipe
+from keras_transformer.data import corpora
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
 from keras_transformer.serving.checks import max_source_length
@@ -41,13 +42,12 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
     ``ensemble_weights`` (default equal); errors name the flag (--model, --checkpoint, --ctranslate2_search,
     --ensemble_weights)."""
     if "," in str(model_arg):
-        from keras_transformer.tasks.translation.module import EnsembleTranslator
-
         models, recipe, tokenizer = ensemble_parts(str(model_arg).split(","), checkpoint, data_dir)
         try:
-            module = EnsembleTranslator(models, tokenizer, recipe, ensemble_weights)
-        except ValueError as e:  # "ensemble weights: one weight >= 0 per model ..."
-            raise ValueError(f"--ensemble_weights: {str(e).partition(': ')[2]}") from None
+            module = tasks.get(recipe).ensemble_module(models, tokenizer, recipe, ensemble_weights)
+        except ValueError as e:  # "ensemble weights: one weight >= 0 per model ...", or models that cannot join
+            flag = "--ensemble_weights" if str(e).startswith("ensemble weights") else "--model"
+            raise ValueError(f"{flag}: {str(e).partition(': ')[2]}") from None
         return from_module(module, tokenizer, f"ensemble of {model_arg}")
     if ensemble_weights is not None:
         raise ValueError(f"--ensemble_weights: {model_arg} is one model; weights apply to an ensemble, --model=a,b")
@@ -77,8 +77,8 @@ def load(model_arg, checkpoint: str = "latest", data_dir=None, ctranslate2_searc
 
 
 def ensemble_parts(model_args, checkpoint="latest", data_dir=None):
-    """(models, the first one's recipe, the shared tokenizer) of translation work directories or SavedModels of one
-    tokenizer, for an ``EnsembleTranslator`` (the first recipe gives its decoding defaults and limits);
+    """(models, the first one's recipe, the shared tokenizer) of work directories or SavedModels of one task and
+    one tokenizer, for the task's ``ensemble_module`` (the first recipe gives its decoding defaults and limits);
     ``checkpoint`` applies to each work directory. A ValueError names a model that cannot join."""
     parts = []
     for model_arg in model_args:
@@ -86,9 +86,11 @@ def ensemble_parts(model_args, checkpoint="latest", data_dir=None):
         if kind == "ctranslate2":
             raise ValueError(f"--model: {model_arg} is a CTranslate2 directory; an ensemble takes work directories "
                              "and SavedModels")
-        part = artifacts.load_model(model_arg, checkpoint if kind == "workdir" else "latest", data_dir)
-        if tasks.get(part[1]).name != "translation":
-            raise ValueError(f"--model: {model_arg} is a {tasks.get(part[1]).name} model; ensembles translate")
+        corpus = tasks.get(WorkDir(model_arg).read_recipe()).corpus if kind == "workdir" else corpora.TEXT  # unread
+        part = artifacts.load_model(model_arg, checkpoint if kind == "workdir" else "latest", data_dir, corpus)
+        if parts and tasks.get(part[1]).name != tasks.get(parts[0][1]).name:
+            raise ValueError(f"--model: {model_arg} is a {tasks.get(part[1]).name} model, {model_args[0]} a "
+                             f"{tasks.get(parts[0][1]).name} one; the models of an ensemble do one task")
         parts.append(part)
     models, recipe, tokenizer = [m for m, _, _ in parts], parts[0][1], parts[0][2]
 

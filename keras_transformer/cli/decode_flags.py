@@ -15,8 +15,8 @@ FLAGS = flags.FLAGS
 
 def define_model_flags(required: bool = True, ensemble: bool = False) -> None:
     flags.DEFINE_string("model", None, "An exported SavedModel directory (kt-export) or a training work directory"
-                        + ("; 'a,b,...': an ensemble of translation models of one tokenizer (log-probabilities "
-                           "averaged per step)." if ensemble else ".")
+                        + ("; 'a,b,...': an ensemble of models of one tokenizer (translation models: "
+                           "log-probabilities averaged per step; chart parsers: per span)." if ensemble else ".")
                         + ("" if required else " Not needed with --hypothesis_file."))
     flags.DEFINE_string("checkpoint", "latest", "For a work directory: 'latest', 'averaged' (kt-average), "
                         "'best' (--keep_best_by) or a "
@@ -27,7 +27,7 @@ def define_model_flags(required: bool = True, ensemble: bool = False) -> None:
 
 
 def define_ensemble_weights_flag() -> None:
-    """--ensemble_weights (kt-translate, kt-evaluate, kt-export)."""
+    """--ensemble_weights (kt-translate, kt-evaluate, kt-parse, kt-evaluate-parser, kt-export)."""
     flags.DEFINE_list("ensemble_weights", None, "With --model=a,b,...: each model's weight in the average of the "
                       "log-probabilities (numbers >= 0, normalised to sum to 1); default equal.")
 

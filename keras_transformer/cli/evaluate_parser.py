@@ -22,7 +22,7 @@ from absl import flags
 
 from keras_transformer.cli import common, decode_flags, parser_flags
 
-decode_flags.define_model_flags()
+decode_flags.define_model_flags(ensemble=True)
 decode_flags.define_decode_flags()
 parser_flags.define_constrained_flag()
 flags.DEFINE_string("split", None, "A split of the model's treebank: train, dev, test (default: the recipe's test "

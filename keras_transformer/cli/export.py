@@ -15,7 +15,8 @@ signatures: serving_default, translate_with_options, translate_ids,
 translate_ids_with_options (see keras_transformer.serving.writer; --ids_only keeps the
 last two, for servers without the tensorflow-text ops), and a translator's sampling,
 target prefix and alignment signatures (docs/decoding.md). --model=a,b,... writes an
-ensemble of translation models of one tokenizer (--ensemble_weights) as one SavedModel. --format=ctranslate2
+ensemble of models of one tokenizer (--ensemble_weights) as one SavedModel: translation models, or chart
+parsers (docs/parsing.md). --format=ctranslate2
 writes CTranslate2's model (keras_transformer.engines; needs the optional
 ctranslate2 package), which kt-translate and kt-evaluate serve like a SavedModel.
 """
@@ -32,8 +33,9 @@ from keras_transformer.config import PARALLEL_SEARCHES, PRECISIONS, STOP_RULES
 from keras_transformer.engines import QUANTIZATIONS
 
 flags.DEFINE_string("model", None, "Training work directory (recipe.json, checkpoints/, tokenizer/) or an exported "
-                    "SavedModel; 'a,b,...': an ensemble of translation models of one tokenizer as one SavedModel "
-                    "(log-probabilities averaged per step; the first model's recipe and decoding defaults).")
+                    "SavedModel; 'a,b,...': an ensemble of models of one tokenizer as one SavedModel (translation "
+                    "models: log-probabilities averaged per step; chart parsers: per span; the first model's recipe "
+                    "and decoding defaults).")
 flags.DEFINE_string("checkpoint", "latest",
                     "For a work directory: 'latest', 'averaged' (kt-average), 'best' (--keep_best_by) or a "
                     "checkpoint path prefix.")
@@ -236,16 +238,17 @@ def main(argv):
 
 
 def _export_ensemble(model_args) -> None:
-    """--model=a,b,...: one SavedModel of an ``EnsembleTranslator`` (its export.json names every model)."""
-    from keras_transformer import inference
+    """--model=a,b,...: one SavedModel of the task's ensemble module (an ``EnsembleTranslator``, an
+    ``EnsembleChartParsing``; its export.json names every model)."""
+    from keras_transformer import inference, tasks
     from keras_transformer.serving import writer
-    from keras_transformer.tasks.translation.module import EnsembleTranslator
 
     try:
         models, recipe, tok = inference.ensemble_parts(model_args, FLAGS.checkpoint, FLAGS.data_dir)
-        module = EnsembleTranslator([writer.with_precision(m, FLAGS.precision) for m in models], tok, recipe,
-                                    decode_flags.ensemble_weights(), with_text=not FLAGS.ids_only,
-                                    parallel_searches=FLAGS.parallel_searches)
+        module = tasks.get(recipe).ensemble_module([writer.with_precision(m, FLAGS.precision) for m in models], tok,
+                                                   recipe, decode_flags.ensemble_weights(),
+                                                   with_text=not FLAGS.ids_only,
+                                                   parallel_searches=FLAGS.parallel_searches)
         info = {"ensemble_of": [_source_info(m, FLAGS.checkpoint) for m in model_args]}
     except (ValueError, FileNotFoundError) as e:
         message = str(e)

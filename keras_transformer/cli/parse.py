@@ -25,7 +25,7 @@ from absl import flags
 
 from keras_transformer.cli import common, decode_flags, parser_flags
 
-decode_flags.define_model_flags()
+decode_flags.define_model_flags(ensemble=True)
 decode_flags.define_decode_flags()
 parser_flags.define_constrained_flag()
 flags.DEFINE_string("input", "-", "Sentences, one per line, words separated by spaces (plain or .gz); '-' is stdin.")

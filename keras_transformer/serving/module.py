@@ -33,6 +33,7 @@ import tensorflow as tf
 from keras_transformer import PAD_ID
 from keras_transformer.checkpoints.names import variable_names
 from keras_transformer.decoding import NEG_INF
+from keras_transformer.decoding.ensemble import Ensemble
 from keras_transformer.config import PARALLEL_SEARCHES, Recipe
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.serving import checks
@@ -142,6 +143,28 @@ class ServingModule(tf.Module):
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest: bool) -> dict:
         raise NotImplementedError
+
+
+class EnsembleMembers:
+    """What a module over several models of one vocabulary adds to its task's ``ServingModule`` (a base before it;
+    ``hold_members`` after that module's ``__init__`` over the first model): every member's variables, saved under
+    "member_m/"; the members and their weights in export.json."""
+
+    def hold_members(self, models, weights=None) -> None:
+        self._ensemble = Ensemble(models, weights)  # ValueError: fewer than 2, vocabularies or weights that differ
+        self.model_variables = [v.value for m in models for v in m.variables]
+
+    @property
+    def weights(self):
+        return self._ensemble.weights
+
+    def variable_names(self):
+        """Model m's variables under "member_m/": an export holds every model's (``loading`` reads one back)."""
+        return [f"member_{m}/{name}" for m, model in enumerate(self._ensemble.models)
+                for name in variable_names(model)]
+
+    def extra_info(self) -> dict:
+        return {"ensemble": {"members": len(self._ensemble.models), "weights": list(self._ensemble.weights)}}
 
 
 def _blank_row(value):

@@ -54,6 +54,11 @@ class Task:
         """``module_class(model, tokenizer, recipe, **kwargs)``; a task whose models differ in kind picks here."""
         return self.module_class(model, tokenizer, recipe, **kwargs)
 
+    def ensemble_module(self, models, tokenizer, recipe: Recipe, weights=None, **kwargs):
+        """The exported module over an ensemble of ``models`` of one tokenizer (kt-export --model=a,b), the first
+        one's ``recipe``; a ValueError where the task's models do not ensemble."""
+        raise ValueError(f"--model: {self.name} models do not ensemble")
+
     def prepare_model(self, model, tokenizer) -> None:
         """Fills what a new model takes from the tokenizer rather than from training (nothing, unless a task
         says so); called before a training run restores or starts its weights."""

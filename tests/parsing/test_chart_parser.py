@@ -367,9 +367,9 @@ def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
 
 @pytest.mark.slow
 def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
-    """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory, every
-    tree one tree over the sentence's words, and the tools that read a parser; with the LSTM's fenceposts (the
-    SavedModel holds its loop)."""
+    """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory and of an
+    ensemble of it with itself, every tree one tree over the sentence's words, and the tools that read a parser;
+    with the LSTM's fenceposts (the SavedModel holds its loop)."""
     recipe = tiny_chart_recipe()
     recipe_file = tmp_path / "ptb_chart_tiny.json"
     recipe_file.write_text(dataclasses.replace(
@@ -386,6 +386,11 @@ def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     outputs = [run_cli("parse", f"--model={tmp_path / where}", *options, stdin="\n".join(sentences) + "\n")
                .stdout.splitlines() for where, options in (("export", ()), ("run", ("--checkpoint=averaged",)))]
     assert outputs[0] == outputs[1] and len(outputs[0]) == len(sentences)
+    # an ensemble of the parser with itself, as one SavedModel: its trees
+    run_cli("export", f"--model={tmp_path / 'run'},{tmp_path / 'run'}", "--checkpoint=averaged",
+            f"--export_dir={tmp_path / 'ensemble'}")
+    ensembled = run_cli("parse", f"--model={tmp_path / 'ensemble'}", stdin="\n".join(sentences) + "\n")
+    assert ensembled.stdout.splitlines() == outputs[0]
     for sentence, line in zip(sentences, outputs[0]):
         (tree,) = trees.read_trees(line)
         assert trees.words(tree) == sentence.split()

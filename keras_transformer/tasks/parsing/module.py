@@ -2,6 +2,7 @@
 
     Parser(model, tokenizer, recipe, parallel_searches=2)   a ``serving.module.ServingModule``
     ChartParsing(model, tokenizer, recipe)                   the same signatures over a ``chart.ChartParser``
+    EnsembleChartParsing(models, tokenizer, recipe, weights)  ... over chart parsers of one tokenizer
     parser_module(model, tokenizer, recipe, **kwargs)         the one of the two that serves ``model``
     fill_slots(linearized, inputs, slots) -> trees [B]      the words into the decoder's slots, in the graph
     split_words(sentence) -> [str]                           how words are split, as the graph splits them
@@ -32,7 +33,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import translate_ids
 from keras_transformer.serving import checks
-from keras_transformer.serving.module import ServingModule
+from keras_transformer.serving.module import EnsembleMembers, ServingModule
 from keras_transformer.tasks.parsing import chart, cky, constraint
 from keras_transformer.tasks.parsing import trees as trees_lib
 
@@ -138,10 +139,43 @@ class ChartParsing(ServingModule):
 
     def _decode_text(self, inputs, beam_size, alpha, extra_length, nbest):
         source_ids, truncated = self.encode(inputs)  # [B, S], [B]
-        parse = self.model.predict_trees(source_ids, alpha)
+        parse = self.predict_trees(source_ids, alpha)
         linearized = cky.linearize(parse.chains, parse.tags, parse.words, self._label_texts, self._tag_texts)
         return {"trees": fill_slots(linearized, inputs, parse.words), "linearized": linearized,
                 "scores": parse.scores, "truncated": truncated}
+
+    def predict_trees(self, source_ids, bonus) -> cky.Parse:
+        return self.model.predict_trees(source_ids, bonus)
+
+
+class EnsembleChartParsing(EnsembleMembers, ChartParsing):
+    """``ChartParsing`` over chart parsers of one tokenizer (e.g. seeds of a recipe): CKY over the weighted mean of
+    their span and tag log-probabilities (``ensemble_parse``), the first model's recipe and tokenizer."""
+
+    def __init__(self, models, tokenizer, recipe, weights=None, **kwargs):
+        if not all(isinstance(m, chart.ChartParser) for m in models):
+            raise ValueError("ensemble: parsers ensemble as chart parsers (chart_labels > 0) only; a "
+                             "sequence-to-sequence parser's outputs are not scored span by span")
+        if len({m.num_classes for m in models}) != 1:
+            raise ValueError(f"ensemble: the parsers have room for different label counts "
+                             f"({', '.join(str(m.parsing.chart_labels) for m in models)} chart_labels)")
+        super().__init__(models[0], tokenizer, recipe, **kwargs)
+        self.hold_members(models, weights)
+
+    def predict_trees(self, source_ids, bonus) -> cky.Parse:
+        return ensemble_parse(self._ensemble.models, self.weights, source_ids, bonus)
+
+
+def ensemble_parse(models, weights, source_ids, bonus=0.0) -> cky.Parse:
+    """``cky.parse`` of Σ_m w_m log p_m for each span's chain rows and each word's tag (a product of the models'
+    distributions, renormalised by ``cky.parse``), as a translation ensemble averages its step log-probabilities.
+    source_ids [B, S]; weights summing to 1."""
+    charts = [model.chart(source_ids, training=False) for model in models]
+
+    def mean(field):  # [B, N+1, N+1, CHAIN, C] or [B, N, C]
+        return tf.add_n([w * tf.nn.log_softmax(getattr(c, field), axis=-1) for w, c in zip(weights, charts)])
+
+    return cky.parse(mean("spans"), mean("tags"), charts[0].words, bonus)
 
 
 def parser_module(model, tokenizer, recipe, **kwargs) -> ServingModule:

@@ -15,7 +15,7 @@ from keras_transformer.tasks.parsing.dev import DevF1
 from keras_transformer.tasks.parsing.lines import parse_lines
 from keras_transformer.tasks.parsing.chart import ChartParser
 from keras_transformer.tasks.parsing.model import ParsingTransformer
-from keras_transformer.tasks.parsing.module import Parser, parser_module
+from keras_transformer.tasks.parsing.module import EnsembleChartParsing, Parser, parser_module
 
 
 class ParsingTask(Task):
@@ -31,6 +31,9 @@ class ParsingTask(Task):
 
     def make_module(self, model, tokenizer, recipe, **kwargs):
         return parser_module(model, tokenizer, recipe, **kwargs)
+
+    def ensemble_module(self, models, tokenizer, recipe, weights=None, **kwargs):
+        return EnsembleChartParsing(models, tokenizer, recipe, weights, **kwargs)
 
     def prepare_model(self, model, tokenizer):
         if isinstance(model, ChartParser):  # which pieces open which label, which are which tag, which start a word

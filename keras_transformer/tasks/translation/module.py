@@ -87,18 +87,17 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import EOS_ID, PAD_ID
-from keras_transformer.checkpoints.names import variable_names
 from keras_transformer.config import StepCompile, XlaBuckets
 from keras_transformer.data import multilingual
 from keras_transformer.data.tokenizer import append_eos
 from keras_transformer.decoding import translate_ids as beam_translate_ids
 from keras_transformer.decoding import hybrid_beam_search
-from keras_transformer.decoding.ensemble import Ensemble, ensemble_translate_ids
+from keras_transformer.decoding.ensemble import ensemble_translate_ids
 from keras_transformer.decoding.parallel import in_parallel
 from keras_transformer.decoding.sampling import sample_translate_ids
 from keras_transformer.decoding.static_beam_search import bucketed_translate_ids
 from keras_transformer.serving import checks
-from keras_transformer.serving.module import ServingModule
+from keras_transformer.serving.module import EnsembleMembers, ServingModule
 from keras_transformer.tasks.translation.alignment import alignment as word_alignment
 
 IDS_SIGNATURES = ("translate_ids", "translate_ids_with_options")
@@ -363,29 +362,16 @@ class Translator(ServingModule):
                 "nbest_scores": scores, "truncated": truncated}
 
 
-class EnsembleTranslator(Translator):
+class EnsembleTranslator(EnsembleMembers, Translator):
     """``Translator``'s text signatures serving_default and translate_with_options over an ensemble of models of
     one vocabulary (``decoding.ensemble``: log-probabilities averaged per step), the first model's recipe and
     tokenizer; no sampling, prefix or XLA search (they would run one model alone)."""
 
     def __init__(self, models, tokenizer, recipe, weights=None, **kwargs):
         super().__init__(models[0], tokenizer, recipe, **kwargs)
-        self._ensemble = Ensemble(models, weights)
-        self.model_variables = [v.value for m in models for v in m.variables]
+        self.hold_members(models, weights)
         for name in TEXT_SIGNATURES:
             setattr(self, name, None)
-
-    @property
-    def weights(self):
-        return self._ensemble.weights
-
-    def variable_names(self):
-        """Model m's variables under "member_m/": an export holds every model's (``loading`` reads one back)."""
-        return [f"member_{m}/{name}" for m, model in enumerate(self._ensemble.models)
-                for name in variable_names(model)]
-
-    def extra_info(self) -> dict:
-        return {"ensemble": {"members": len(self._ensemble.models), "weights": list(self._ensemble.weights)}}
 
     def text_signatures(self):
         return ServingModule.text_signatures(self)

@@ -10,7 +10,7 @@ from keras_transformer.data import corpora, multilingual
 from keras_transformer.tasks.base import Decoded, Task
 from keras_transformer.tasks.translation import lines, metric
 from keras_transformer.tasks.translation.dev import DevBleu
-from keras_transformer.tasks.translation.module import Translator
+from keras_transformer.tasks.translation.module import EnsembleTranslator, Translator
 
 
 class TranslationTask(Task):
@@ -26,6 +26,9 @@ class TranslationTask(Task):
         "Two young children are playing soccer on a field.",
         "A woman with a red umbrella walks down the street.",
     )
+
+    def ensemble_module(self, models, tokenizer, recipe, weights=None, **kwargs):
+        return EnsembleTranslator(models, tokenizer, recipe, weights, **kwargs)
 
     def read_split(self, recipe, split, data_dir):
         """(sources, references) of a split; with several target languages each direction's in turn of
