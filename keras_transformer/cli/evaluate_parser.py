@@ -5,6 +5,7 @@
     kt-evaluate-parser --model=runs/wsj --treebank=/data/treebank_3/parsed/mrg/wsj   # section 23 of the full WSJ
     kt-evaluate-parser --model=saved_models/ptb_sample --trees=gold.mrg     # any .mrg file, directory or zip
     kt-evaluate-parser --model=runs/ptb_sample --noconstrained              # the free beam search, repaired
+    kt-evaluate-parser --model=runs/chart1,runs/chart2 --checkpoint=averaged --split=dev   # an ensemble
 
 Scores are EVALB's with COLLINS.prm (labeled brackets; punctuation, empty
 elements and the outer bracket not scored; function tags stripped; ADVP =

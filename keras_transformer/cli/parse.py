@@ -2,6 +2,7 @@
 
     echo "Ms. Haag plays Elianti ." | kt-parse --model=saved_models/ptb_sample
     kt-parse --model=runs/ptb_sample --checkpoint=averaged --input=sentences.txt --output=trees.mrg
+    kt-parse --model=runs/chart1,runs/chart2 --checkpoint=averaged < sentences.txt   # chart parsers ensembled
 
 --model is a parser SavedModel (kt-export of a corpus-ptb run) or its work
 directory. Input: one sentence per line, words separated by spaces, Penn
