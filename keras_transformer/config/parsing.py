@@ -47,8 +47,8 @@ class ParsingConfig:
     direction over the encoder's words (Stern et al., 2017; Gaddy et al., 2018), --chart_lstm_layers deep, instead of
     from the encoder's outputs split in halves (Kitaev & Klein, 2018); 0: off (tasks/parsing/chart.py)."""
     chart_lstm_layers: int = 1
-    """Parsing, with --chart_lstm: the LSTM's layers (1 over the encoder's 4 in ptb_sample_chart; Stern et al., 2017
-    read words with 2)."""
+    """Parsing, with --chart_lstm: the LSTM's layers (2 over the encoder's 4 in ptb_sample_chart, as Stern et al.,
+    2017 read words)."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,

@@ -135,7 +135,7 @@ def recipe_summary(recipe, recipe_file) -> list:
     if t.min_train_steps:
         budget += f" (at least {t.min_train_steps:,} steps)"
     return [f"recipe {recipe.name} ({recipe.task}; all of it in {recipe_file})",
-            f"  model: {count_parameters(m) / 1e6:.1f}M parameters, {m.num_encoder_layers}+{m.num_decoder_layers} "
+            f"  model: {count_parameters(recipe) / 1e6:.1f}M parameters, {m.num_encoder_layers}+{m.num_decoder_layers} "
             f"layers, d_model {m.d_model}, d_ff {m.d_ff}, {m.num_heads} heads, {m.norm}-LN, dropout {m.dropout:g}, "
             f"{vocabulary}",
             f"  data: {d.corpus} {d.source_lang}->{','.join(d.target_langs) or d.target_lang}, {d.tokens_per_batch:,} "
