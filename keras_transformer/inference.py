@@ -23,7 +23,6 @@ from keras_transformer import artifacts, tasks
 from keras_transformer.artifacts import Loaded
 from keras_transformer.checkpoints.state import resolve_checkpoint
 from keras_transformer.config import Recipe
-from keras_transformer.data import corpora
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.serving import loading
 from keras_transformer.serving.checks import max_source_length
@@ -86,8 +85,11 @@ def ensemble_parts(model_args, checkpoint="latest", data_dir=None):
         if kind == "ctranslate2":
             raise ValueError(f"--model: {model_arg} is a CTranslate2 directory; an ensemble takes work directories "
                              "and SavedModels")
-        corpus = tasks.get(WorkDir(model_arg).read_recipe()).corpus if kind == "workdir" else corpora.TEXT  # unread
-        part = artifacts.load_model(model_arg, checkpoint if kind == "workdir" else "latest", data_dir, corpus)
+        if kind == "workdir":  # its tokenizer is found by its task's corpus
+            task = tasks.get(WorkDir(model_arg).read_recipe())
+            part = artifacts.load_model(model_arg, checkpoint, data_dir, task.corpus)
+        else:
+            part = artifacts.load_model(model_arg)
         if parts and tasks.get(part[1]).name != tasks.get(parts[0][1]).name:
             raise ValueError(f"--model: {model_arg} is a {tasks.get(part[1]).name} model, {model_args[0]} a "
                              f"{tasks.get(parts[0][1]).name} one; the models of an ensemble do one task")

@@ -147,3 +147,5 @@ def test_parser_tools_refuse_what_they_cannot_serve(tmp_path, pipeline_run):
     assert out.returncode == 2 and "is a parsing model, not translation; kt-parse and kt-evaluate-parser" in out.stderr
     out = run_cli("translate", f"--model={root / 'export'}", "--nbest=2", stdin="a b\n", check=False, timeout=300)
     assert out.returncode == 2 and "is a parsing model; its outputs have no n-best lists" in out.stderr
+    out = run_cli("parse", f"--model={root / 'export'},{root / 'export'}", stdin="a b\n", check=False, timeout=300)
+    assert out.returncode == 2 and "error: --model: parsers ensemble as chart parsers" in out.stderr
