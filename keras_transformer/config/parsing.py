@@ -49,6 +49,9 @@ class ParsingConfig:
     chart_lstm_layers: int = 1
     """Parsing, with --chart_lstm: the LSTM's layers (2 over the encoder's 4 in ptb_sample_chart, as Stern et al.,
     2017 read words)."""
+    chart_lstm_dropout: float = 0.0
+    """Parsing, with --chart_lstm: dropout on the last LSTM layer's outputs, before the span and tag classifiers (the
+    outside parser's dropout after its BiLSTM); 0: none there (dropout is still applied before each LSTM layer)."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
@@ -64,6 +67,9 @@ class ParsingConfig:
         _require(self.chart_lstm >= 0, "chart_lstm", f"must be >= 0, got {self.chart_lstm}")
         _require(not self.chart_lstm or self.chart_labels, "chart_lstm", "needs chart_labels")
         _require(self.chart_lstm_layers > 0, "chart_lstm_layers", f"must be positive, got {self.chart_lstm_layers}")
+        _require(0.0 <= self.chart_lstm_dropout < 1.0, "chart_lstm_dropout",
+                 f"must be in [0, 1), got {self.chart_lstm_dropout}")
+        _require(not self.chart_lstm_dropout or self.chart_lstm, "chart_lstm_dropout", "needs chart_lstm")
         _require(self.char_filters >= 0, "char_filters", f"must be >= 0, got {self.char_filters}")
         _require(not self.char_filters or self.chart_labels, "char_filters", "needs chart_labels")
         _require(self.chart_hinge >= 0.0, "chart_hinge", f"must be >= 0, got {self.chart_hinge}")

@@ -252,6 +252,24 @@ def test_the_lstm_chart_recipe_counts_its_parameters():
     assert len(model.word_lstms) == 2 and model.fencepost_ends.shape == (2, 8)
 
 
+def test_dropout_after_the_lstm_acts_in_training_alone():
+    """``chart_lstm_dropout``: the same weights give the chart of the model without it at inference, and another
+    chart in training (the LSTM's outputs dropped before the classifiers)."""
+    plain = lstm_chart_model()
+    dropped = build_model(dataclasses.replace(tiny_chart_recipe(), parsing=dataclasses.replace(
+        plain.parsing, chart_lstm_dropout=0.5)))
+    for name in ("fencepost_ends", "span_bias", "chart_tables"):
+        getattr(dropped, name).assign(getattr(plain, name))
+    for mine, theirs in zip(plain.trainable_weights, dropped.trainable_weights):
+        theirs.assign(mine)
+    ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
+    np.testing.assert_allclose(dropped.chart(ids, training=False).spans.numpy(),
+                               plain.chart(ids, training=False).spans.numpy(), atol=1e-6)
+    lstm_only = lambda model, training: model.fenceposts(ids, training=training)[1].numpy()  # noqa: E731
+    assert not np.allclose(lstm_only(dropped, True), lstm_only(dropped, False))
+    assert (lstm_only(dropped, True) == 0).mean() > (lstm_only(dropped, False) == 0).mean()
+
+
 def test_lstm_fenceposts_read_the_forward_state_before_and_the_backward_state_at_each_fencepost():
     """With ``chart_lstm``: p_g = W_1 [→h_{g-1} ; -←h_g] (START at g = 0, STOP at g = n) over the BiLSTM of the
     words' [first ; last] encoder outputs, and a sentence's chart is the same alone and beside a longer one (the
@@ -346,6 +364,8 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
      "chart_crf: needs chart_labels"),
     (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=8)), "chart_lstm: needs chart_labels"),
     (dict(parsing=dict(chart_lstm=8, chart_lstm_layers=0)), "chart_lstm_layers: must be positive, got 0"),
+    (dict(parsing=dict(chart_lstm=8, chart_lstm_dropout=1.0)), r"chart_lstm_dropout: must be in \[0, 1\), got 1.0"),
+    (dict(parsing=dict(chart_lstm=0, chart_lstm_dropout=0.3)), "chart_lstm_dropout: needs chart_lstm"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
     (dict(parsing=dict(chart_crf_local=True, chart_hinge=0.0)), "chart_crf_local: needs chart_crf"),
 ])

@@ -30,7 +30,8 @@ probability of the gold tree among all binary trees, normalized by the inside al
 its margin over ∅, and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
 With ``chart_lstm`` = U the fenceposts come from a bidirectional LSTM over the words instead (Stern et al., 2017;
-Gaddy et al., 2018; ``chart_lstm_layers`` deep, dropout before each layer), read from the encoder:
+Gaddy et al., 2018; ``chart_lstm_layers`` deep, dropout before each layer and, with ``chart_lstm_dropout``, after the
+last), read from the encoder:
 
     (→h_k, ←h_k) = BiLSTM([y_k ; x_k], k = 0..n-1)   (word_lstm.py)                              [U] each
     f_g = →h_{g-1} (→h_{-1} = START),  b_g = ←h_g (←h_n = STOP),  r_ij as above                    [2U]
@@ -214,6 +215,8 @@ class ChartParser(ParsingSection, Transformer):
         self.tag_norm = keras.layers.LayerNormalization(epsilon=self.config.layer_norm_epsilon, name="tag_norm")
         self.tag_out = keras.layers.Dense(self.num_classes, name="tag_labels")
         self.classifier_dropout = keras.layers.Dropout(self.config.dropout, name="classifier_dropout")
+        if self.parsing.chart_lstm_dropout:  # only then: a Dropout layer's seed state is a variable of the checkpoint
+            self.lstm_dropout = keras.layers.Dropout(self.parsing.chart_lstm_dropout, name="lstm_dropout")
         if self.parsing.char_filters:  # [V, CHARS_PER_PIECE] each piece's character ids (piece_characters)
             self.char_table = self.add_weight(shape=(vocab, CHARS_PER_PIECE), initializer="zeros", dtype="float32",
                                               trainable=False, autocast=False, name="char_table")
@@ -282,6 +285,9 @@ class ChartParser(ParsingSection, Transformer):
             for lstm in self.word_lstms:
                 forward, backward = lstm(self.classifier_dropout(tagged, training=training), words)  # [B, N, U]
                 tagged = tf.concat([forward, backward], axis=-1)  # [B, N, 2U]
+            if self.parsing.chart_lstm_dropout:
+                tagged = self.lstm_dropout(tagged, training=training)
+                forward, backward = tf.split(tagged, 2, axis=-1)
             start, stop = ends_vectors[0], ends_vectors[1]  # [U] each
         else:  # the halves of the encoder's outputs (Kitaev & Klein, 2018)
             half = self.config.d_model // 2
