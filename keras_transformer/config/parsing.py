@@ -42,6 +42,10 @@ class ParsingConfig:
     chart_crf_local: bool = False
     """Parsing, with --chart_crf: keep the outermost labels' local loss beside the CRF (both terms summed) instead
     of replacing it."""
+    chart_mbr: float = 0.0
+    """Parsing, with --chart_crf: > 0 decodes by minimum Bayes risk, CKY over each span's CRF marginal probability
+    of being a constituent less this threshold τ (the outside parser's decoding; α lowers τ), instead of the CRF's
+    most probable tree (tasks/parsing/cky.py); 0: off."""
     chart_lstm: int = 0
     """Parsing, with --chart_labels: > 0 reads the fenceposts from a bidirectional LSTM of this many units per
     direction over the encoder's words (Stern et al., 2017; Gaddy et al., 2018), --chart_lstm_layers deep, instead of
@@ -77,5 +81,7 @@ class ParsingConfig:
         _require(not self.chart_crf or self.chart_labels, "chart_crf", "needs chart_labels")
         _require(not (self.chart_crf and self.chart_hinge), "chart_crf", "one tree-level loss: not with chart_hinge")
         _require(not self.chart_crf_local or self.chart_crf, "chart_crf_local", "needs chart_crf")
+        _require(0.0 <= self.chart_mbr < 1.0, "chart_mbr", f"must be in [0, 1), got {self.chart_mbr}")
+        _require(not self.chart_mbr or self.chart_crf, "chart_mbr", "needs chart_crf")
         _require(not (self.chart_labels and self.align_words), "chart_labels",
                  "a chart parser has no decoder to align; not with align_words")

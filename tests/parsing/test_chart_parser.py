@@ -90,6 +90,42 @@ def test_the_tree_crf_is_the_gold_trees_negative_log_probability():
     np.testing.assert_allclose(gradient[..., chart.EMPTY], -gradient[..., cky.FIRST_LABEL:].sum(-1), atol=1e-5)
 
 
+def test_the_crf_marginals_are_each_spans_probability_of_being_a_constituent():
+    """cky.marginals against enumeration: Σ over the binary trees that hold (i, j) of p(tree) times the span's
+    probability of a label rather than ∅ (the root always labeled), under the potentials of ``tree_crf``."""
+    rng = np.random.default_rng(2)
+    labels, n = 3, 5
+    margins = rng.normal(size=(1, n + 1, n + 1, labels)).astype(np.float32)
+    mu = cky.marginals(tf.constant(margins), tf.constant([n])).numpy()[0]
+    labeled = lambda i, j: np.logaddexp.reduce(margins[0, i, j])  # log Σ_l exp s(i, j, l)
+    phi = lambda i, j: labeled(i, j) if (i, j) == (0, n) else np.logaddexp(labeled(i, j), 0.0)
+    every = list(binary_trees(0, n))
+    weights = np.exp([sum(phi(i, j) for i, j in tree) for tree in every])
+    for i, j in itertools.combinations(range(n + 1), 2):
+        in_tree = sum(w for w, tree in zip(weights, every) if (i, j) in tree) / weights.sum()
+        assert mu[i, j] == pytest.approx(in_tree * np.exp(labeled(i, j) - phi(i, j)), abs=1e-5)
+    assert mu[0, n] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_minimum_bayes_risk_decoding_keeps_the_tree_of_most_expected_constituents():
+    """cky.parse with a threshold τ: the constituents are those of the binary tree that maximises Σ max(μ - τ, 0)
+    (an exhaustive search over splits) whose μ exceeds τ, and the root."""
+    rng = np.random.default_rng(3)
+    words = np.array([6, 4, 2], np.int32)
+    logits = rng.normal(scale=2.0, size=(3, 7, 7, 2, cky.FIRST_LABEL + 3)).astype(np.float32)
+    tags = np.zeros((3, 6, 4), np.float32)
+    parse = cky.parse(tf.constant(logits), tf.constant(tags), tf.constant(words), threshold=0.6)
+    first = logits[..., 0, :]
+    mu = cky.marginals(tf.constant(first[..., cky.FIRST_LABEL:] - first[..., cky.EMPTY:cky.EMPTY + 1]),
+                       tf.constant(words)).numpy()
+    for b, n in enumerate(words):
+        scores = np.maximum(mu[b] - 0.6, 0.0)
+        scores[0, n] = mu[b, 0, n] - 0.6
+        _, spans = exhaustive_best(scores, int(n))
+        expected = {(i, j) for i, j in spans if mu[b, i, j] > 0.6} | {(0, int(n))}
+        assert {(i, j) for i, j in itertools.combinations(range(7), 2) if parse.chains[b, i, j, 0] > 0} == expected
+
+
 def tree_vocabulary(gold):
     """A vocabulary of the trees' tokens, one id each, laid out as a parser tokenizer's (``token_kinds``)."""
     vocab = ["<pad>", "<unk>", "<s>", "</s>"] + sorted({token for tree in gold for token in
@@ -369,6 +405,8 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
     (dict(parsing=dict(chart_lstm=0, chart_lstm_dropout=0.3)), "chart_lstm_dropout: needs chart_lstm"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
     (dict(parsing=dict(chart_crf_local=True, chart_hinge=0.0)), "chart_crf_local: needs chart_crf"),
+    (dict(parsing=dict(chart_mbr=0.5)), "chart_mbr: needs chart_crf"),
+    (dict(parsing=dict(chart_crf=True, chart_mbr=1.0)), r"chart_mbr: must be in \[0, 1\), got 1.0"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
     recipe = recipes.get("ptb_sample_chart").to_dict()
@@ -390,11 +428,12 @@ def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
 def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory and of an
     ensemble of it with itself, every tree one tree over the sentence's words, and the tools that read a parser;
-    with the LSTM's fenceposts (the SavedModel holds its loop)."""
+    with the LSTM's fenceposts (the SavedModel holds its loop), trained as a tree CRF and decoded by its marginals
+    (the SavedModel holds the inside algorithm's gradient)."""
     recipe = tiny_chart_recipe()
     recipe_file = tmp_path / "ptb_chart_tiny.json"
-    recipe_file.write_text(dataclasses.replace(
-        recipe, parsing=dataclasses.replace(recipe.parsing, chart_lstm=8, chart_lstm_layers=1)).to_json())
+    recipe_file.write_text(dataclasses.replace(recipe, parsing=dataclasses.replace(
+        recipe.parsing, chart_lstm=8, chart_lstm_layers=1, chart_hinge=0.0, chart_crf=True, chart_mbr=0.5)).to_json())
     run_cli("pipeline", f"--recipe={recipe_file}", f"--workdir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'export'}", "--eval_sentences=16", timeout=600)
     metadata = json.loads((tmp_path / "export" / "metadata.json").read_text())

@@ -26,7 +26,8 @@ the score of the best tree under costs that favour wrong spans (CKY, ``cky.best_
 (``tree_loss.tree_hinge``), so the few constituents of a sentence are not outweighed by its many ∅ spans. With
 ``chart_crf`` the first chain row is trained as a tree CRF instead (``tree_loss.tree_crf``; Zhang et al., 2020): the
 probability of the gold tree among all binary trees, normalized by the inside algorithm (``cky.inside``); with
-``chart_crf_local`` too, beside its local loss. Decoding (``predict``) takes each span's best chain, scores it by
+``chart_crf_local`` too, beside its local loss; with ``chart_mbr`` = τ it is decoded by its span marginals
+(``cky.marginals``, minimum Bayes risk). Decoding (``predict``) takes each span's best chain, scores it by
 its margin over ∅, and CKY picks the binary tree whose spans sum highest; the root is always a constituent.
 
 With ``chart_lstm`` = U the fenceposts come from a bidirectional LSTM over the words instead (Stern et al., 2017;
@@ -355,9 +356,9 @@ class ChartParser(ParsingSection, Transformer):
     def predict_trees(self, source_ids, bonus=0.0):
         """source_ids [B, S] -> ``cky.Parse``: the best tree's chains [B, N+1, N+1, CHAIN] (label classes of its
         constituents, 0 elsewhere), tags [B, N] (tag classes), scores [B] and words [B]; ``bonus``: ``cky.parse``'s
-        δ, added to every span's margin (more constituents where > 0)."""
+        δ, added to every span's margin (more constituents where > 0); by the CRF's marginals with ``chart_mbr``."""
         chart = self.chart(source_ids, training=False)
-        return cky.parse(chart.spans, chart.tags, chart.words, bonus)
+        return cky.parse(chart.spans, chart.tags, chart.words, bonus, self.parsing.chart_mbr)
 
     # -- Keras plumbing ----------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """The chart parser's decoding (``chart.py``): CKY over span scores, in the graph, and the tree it finds written as
 the sequence-to-sequence parser's linearized output.
 
-    parse(span_logits [B, N+1, N+1, CHAIN, C], tag_logits [B, N, C], words [B], bonus=0) -> Parse
+    parse(span_logits [B, N+1, N+1, CHAIN, C], tag_logits [B, N, C], words [B], bonus=0, threshold=0) -> Parse
     best_tree(scores [B, N+1, N+1], words [B]) -> (in_tree [B, N+1, N+1] bool, total [B])
     inside(potentials [B, N+1, N+1], words [B]) -> log Z [B]  (the tree CRF's normalizer, ``tree_loss.tree_crf``)
+    marginals(margins [B, N+1, N+1, L], words [B]) -> μ [B, N+1, N+1]  (the tree CRF's constituent marginals)
     linearize(chains, tags, words, label_texts, tag_texts) -> [B] "(S (NP @NNP @NNP ) (VP @VBZ ) @. )"
 
 Scores (Stern et al., 2017; Kitaev & Klein, 2018). Span (i, j)'s first chain row gives log p(label) and log p(∅);
@@ -24,6 +25,11 @@ within δ of ∅ becomes a constituent. Trained locally on charts where most spa
 of ∅ and the trees hold too few constituents (recall well below precision on the WSJ sample's dev trees); δ > 0
 trades precision for recall, chosen on dev like the sequence-to-sequence parser's α. δ = 0 is Stern et al.'s
 (2017) rule.
+
+With a ``threshold`` τ > 0 (``ParsingConfig.chart_mbr``, for a parser trained as a tree CRF) the tree is the one of
+minimum Bayes risk instead (the outside CRF parser's decoding): span (i, j)'s score is μ(i, j) - τ + δ, where μ is
+the probability under the CRF that the span is a labeled constituent (``marginals``: the gradient of log Z by the
+label margins), so CKY finds the binary tree of the most expected correct constituents, each charged τ.
 """
 
 from __future__ import annotations
@@ -131,19 +137,41 @@ def inside(potentials, words):
     return tf.gather_nd(table, tf.stack([tf.range(b), words, tf.zeros_like(words)], axis=1))  # [B] inside(0, n)
 
 
+def crf_potentials(margins, words):
+    """margins [B, N+1, N+1, L] (each label's margin over ∅, what a labeled span adds to a tree), words [B] ->
+    log φ [B, N+1, N+1] = log Σ_{l or ∅} exp s(i, j, l) with ∅ scoring 0, and no ∅ at the root: the tree CRF's span
+    potentials when labels are chosen per span (``tree_loss.tree_crf``)."""
+    empty = tf.where(root_span(words, tf.shape(margins)[1]), -1e9, 0.0)[..., None]  # ∅'s score, none at the root
+    return tf.reduce_logsumexp(tf.concat([empty, margins], axis=-1), axis=-1)
+
+
+def marginals(margins, words):
+    """margins [B, N+1, N+1, L] float32, words [B] -> μ [B, N+1, N+1]: the probability under the tree CRF of
+    ``crf_potentials`` that span (i, j) is a labeled constituent of the tree, ∂ log Z / ∂ s(i, j, l) summed over the
+    labels l (the inside-outside marginals by automatic differentiation; 0 outside i < j <= n)."""
+    with tf.GradientTape() as tape:
+        tape.watch(margins)
+        log_z = inside(crf_potentials(margins, words), words)  # [B]
+    return tf.reduce_sum(tape.gradient(log_z, margins), axis=-1)
+
+
 def root_span(words, n1):
     """words [B], n1 = N+1 -> [B, N+1, N+1] bool: True at each item's root span (0, n)."""
     fence = tf.range(n1)
     return tf.equal(fence[None, :, None], 0) & tf.equal(fence[None, None, :], words[:, None, None])
 
 
-def parse(span_logits, tag_logits, words, bonus=0.0) -> Parse:
-    """The best tree of each item (module docstring); ``bonus`` δ: a scalar added to every span's margin."""
+def parse(span_logits, tag_logits, words, bonus=0.0, threshold=0.0) -> Parse:
+    """The best tree of each item (module docstring); ``bonus`` δ: a scalar added to every span's margin;
+    ``threshold`` τ (a Python float): > 0 scores spans by their CRF marginals less τ instead (minimum Bayes risk)."""
     log_p = tf.nn.log_softmax(span_logits, axis=-1)  # [B, N+1, N+1, CHAIN, C]
     first = log_p[..., 0, :]  # [B, N+1, N+1, C]
     label = tf.argmax(first[..., FIRST_LABEL:], axis=-1, output_type=tf.int32) + FIRST_LABEL
-    margin = (tf.reduce_max(first[..., FIRST_LABEL:], axis=-1) - first[..., EMPTY]
-              + tf.cast(bonus, first.dtype))  # [B, N+1, N+1]
+    if threshold:
+        score = marginals(first[..., FIRST_LABEL:] - first[..., EMPTY:EMPTY + 1], words) - threshold
+    else:
+        score = tf.reduce_max(first[..., FIRST_LABEL:], axis=-1) - first[..., EMPTY]
+    margin = score + tf.cast(bonus, first.dtype)  # [B, N+1, N+1]
     is_root = root_span(words, tf.shape(margin)[1])
     scores = tf.where(is_root, margin, tf.maximum(margin, 0.0))
     in_tree, total = best_tree(scores, words)

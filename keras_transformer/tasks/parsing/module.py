@@ -175,7 +175,7 @@ def ensemble_parse(models, weights, source_ids, bonus=0.0) -> cky.Parse:
     def mean(field):  # [B, N+1, N+1, CHAIN, C] or [B, N, C]
         return tf.add_n([w * tf.nn.log_softmax(getattr(c, field), axis=-1) for w, c in zip(weights, charts)])
 
-    return cky.parse(mean("spans"), mean("tags"), charts[0].words, bonus)
+    return cky.parse(mean("spans"), mean("tags"), charts[0].words, bonus, models[0].parsing.chart_mbr)
 
 
 def parser_module(model, tokenizer, recipe, **kwargs) -> ServingModule:

@@ -45,9 +45,7 @@ def tree_crf(logits, gold, words):
     spans that cross one."""
     margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
     n1 = tf.shape(gold)[1]
-    is_root = cky.root_span(words, n1)
-    empty = tf.where(is_root, -1e9, 0.0)[..., None]  # ∅'s score, none at the root
-    phi = tf.reduce_logsumexp(tf.concat([empty, margins], axis=-1), axis=-1)  # [B, N+1, N+1]
+    phi = cky.crf_potentials(margins, words)  # [B, N+1, N+1]
     is_gold = gold >= FIRST_LABEL
     g = tf.cast(is_gold, tf.float32)  # [B, N+1 (a), N+1 (c)]
     fence = tf.range(n1)
