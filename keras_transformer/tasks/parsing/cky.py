@@ -137,6 +137,12 @@ def inside(potentials, words):
     return tf.gather_nd(table, tf.stack([tf.range(b), words, tf.zeros_like(words)], axis=1))  # [B] inside(0, n)
 
 
+def label_margins(first):
+    """first [B, N+1, N+1, C] (a span's first chain row: logits or log-probabilities) -> [B, N+1, N+1, L]: each
+    phrase label's margin over ∅, s(i, j, l) = first[l] - first[∅]."""
+    return first[..., FIRST_LABEL:] - first[..., EMPTY:EMPTY + 1]
+
+
 def crf_potentials(margins, words):
     """margins [B, N+1, N+1, L] (each label's margin over ∅, what a labeled span adds to a tree), words [B] ->
     log φ [B, N+1, N+1] = log Σ_{l or ∅} exp s(i, j, l) with ∅ scoring 0, and no ∅ at the root: the tree CRF's span
@@ -167,10 +173,8 @@ def parse(span_logits, tag_logits, words, bonus=0.0, threshold=0.0) -> Parse:
     log_p = tf.nn.log_softmax(span_logits, axis=-1)  # [B, N+1, N+1, CHAIN, C]
     first = log_p[..., 0, :]  # [B, N+1, N+1, C]
     label = tf.argmax(first[..., FIRST_LABEL:], axis=-1, output_type=tf.int32) + FIRST_LABEL
-    if threshold:
-        score = marginals(first[..., FIRST_LABEL:] - first[..., EMPTY:EMPTY + 1], words) - threshold
-    else:
-        score = tf.reduce_max(first[..., FIRST_LABEL:], axis=-1) - first[..., EMPTY]
+    margins = label_margins(first)  # [B, N+1, N+1, L]
+    score = marginals(margins, words) - threshold if threshold else tf.reduce_max(margins, axis=-1)
     margin = score + tf.cast(bonus, first.dtype)  # [B, N+1, N+1]
     is_root = root_span(words, tf.shape(margin)[1])
     scores = tf.where(is_root, margin, tf.maximum(margin, 0.0))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_transformer.tasks.parsing import cky
-from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL
+from keras_transformer.tasks.parsing.cky import FIRST_LABEL
 
 
 def tree_hinge(logits, gold, words):
@@ -19,7 +19,7 @@ def tree_hinge(logits, gold, words):
     logit_l - logit_∅ (∅ scores 0, ``cky.parse``'s scores); Δ counts the spans whose class differs from the gold
     one. The loss-augmented tree is found by CKY on each span's best augmented score (the root must be labeled);
     the gradient reaches the margins of that tree's labels and of the gold tree's."""
-    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
+    margins = cky.label_margins(logits)  # [B, N+1, N+1, L]
     labels = tf.shape(margins)[-1]
     is_gold = gold >= FIRST_LABEL  # [B, N+1, N+1]
     gold_label = tf.one_hot(tf.maximum(gold - FIRST_LABEL, 0), labels) * tf.cast(is_gold, tf.float32)[..., None]
@@ -43,7 +43,7 @@ def tree_crf(logits, gold, words):
     gold tree is n-ary and has many binarizations, all of the same score: the second term sums over them, the inside
     algorithm again with log ψ = s(i, j, gold label) on gold constituents, 0 on spans that cross none, -1e9 on
     spans that cross one."""
-    margins = logits[..., FIRST_LABEL:] - logits[..., EMPTY:EMPTY + 1]  # [B, N+1, N+1, L]
+    margins = cky.label_margins(logits)  # [B, N+1, N+1, L]
     n1 = tf.shape(gold)[1]
     phi = cky.crf_potentials(margins, words)  # [B, N+1, N+1]
     is_gold = gold >= FIRST_LABEL
