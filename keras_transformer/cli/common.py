@@ -33,6 +33,7 @@ TRAIN_FLAGS = ("train_steps", "max_train_minutes", "min_train_steps", "warmup_st
                "cooldown", "label_smoothing", "gradient_accumulation_steps", "checkpoint_every", "keep_checkpoints",
                "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "new_vocabulary",
                "freeze", "mixed_precision", "jit_compile", "seed")
+DECODE_FLAGS = ("alpha_grid",)  # the α kt-pipeline chooses among on the eval split
 _NUM_LAYERS_HELP = "N (§3.1) of the encoder and the decoder."
 _KINDS = {int: "integer", float: "float", bool: "boolean", str: "string"}
 _PREFIXES = ("train_prefix", "eval_prefix", "test_prefix")
@@ -67,20 +68,23 @@ def define_data_dir_flag() -> None:
 def define_recipe_override_flags(training: bool = True, default: str = "tiny", flag_values=FLAGS) -> None:
     """--recipe and the flags overriding its fields (unset flags keep the recipe's values).
 
-    The data flags, --vocab_size and --shared_vocabulary always; with ``training`` also the model and training flags.
+    The data flags, --vocab_size and --shared_vocabulary always; with ``training`` also the model, training, parsing
+    and --alpha_grid flags.
     """
-    from keras_transformer.config import DataConfig, ModelConfig, ParsingConfig, TrainConfig
+    from keras_transformer.config import DataConfig, DecodeConfig, ModelConfig, ParsingConfig, TrainConfig
 
     define_recipe_flag(default, flag_values)
     sections = ((DataConfig, DATA_FLAGS), (ModelConfig, MODEL_FLAGS), (TrainConfig, TRAIN_FLAGS),
-                (ParsingConfig, PARSING_FLAGS))
+                (ParsingConfig, PARSING_FLAGS), (DecodeConfig, DECODE_FLAGS))
     for config_class, names in sections if training else (sections[0], (ModelConfig, MODEL_FLAGS[:2])):
         hints, helps = typing.get_type_hints(config_class), field_help(config_class)
         for name in names:
             if name == "num_layers":
                 flags.DEFINE_integer(name, None, _NUM_LAYERS_HELP, flag_values=flag_values)
                 continue
-            hint = next((a for a in typing.get_args(hints[name]) if a is not type(None)), hints[name])
+            hint = hints[name]
+            if typing.get_origin(hint) is typing.Union:  # Optional[X]: X
+                hint = next(a for a in typing.get_args(hint) if a is not type(None))
             kind = "list" if typing.get_origin(hint) is tuple else _KINDS[hint]
             getattr(flags, f"DEFINE_{kind}")(name, None, helps[name], flag_values=flag_values)
 
@@ -101,6 +105,17 @@ def _data_changes(flag_values) -> dict:
     elif given and changes["corpus"] != "text":
         fail(f"--{given[0]}: local files need --corpus=text (or no --corpus), got --corpus={changes['corpus']}")
     return changes
+
+
+def _alpha_grid(flag_values):
+    """--alpha_grid as a tuple of floats (None: unset), or exit naming it."""
+    grid = _flag(flag_values, "alpha_grid")
+    if grid is None:
+        return None
+    try:
+        return tuple(float(alpha) for alpha in grid)
+    except ValueError:
+        fail(f"--alpha_grid: expected comma-separated numbers, got {','.join(grid)!r}")
 
 
 def _flag(flag_values, name: str):
@@ -130,12 +145,13 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
                                                     if name != "num_layers" and name not in stacks})
         train = override(recipe.train, **{name: _flag(flag_values, name) for name in TRAIN_FLAGS})
         parsing = override(recipe.parsing, **{name: _flag(flag_values, name) for name in PARSING_FLAGS})
+        decode = override(recipe.decode, alpha_grid=_alpha_grid(flag_values))
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
         task = recipe.task if data.corpus == recipe.data.corpus else ""  # --corpus: the task of that corpus
         resolved = dataclasses.replace(recipe, model=model, data=data, train=train, parsing=parsing,
-                                       task=task)  # checks across all
+                                       decode=decode, task=task)  # checks across all
     except ValueError as e:
         fail_with(e, flag_values)
     if data.corpus == "text":

@@ -86,11 +86,17 @@ def test_model_and_training_flags_set_their_fields():
     assert _resolve(["--recipe=tiny", "--gradient_accumulation_steps=4"]).train.gradient_accumulation_steps == 4
 
 
+def test_alpha_grid_sets_the_alphas_the_pipeline_chooses_among():
+    assert _resolve(["--recipe=ptb_sample_chart", "--alpha_grid=0,0.1,0.25"]).decode.alpha_grid == (0.0, 0.1, 0.25)
+    assert _resolve(["--recipe=multi30k", "--alpha_grid="]).decode.alpha_grid == ()  # α as the recipe gives it
+    assert _resolve(["--recipe=multi30k"]).decode == recipes.get("multi30k").decode
+
+
 def test_kt_data_report_takes_the_data_flags_only():
     fv = flags.FlagValues()
     common.define_recipe_override_flags(training=False, flag_values=fv)
     assert "train_prefix" in fv and "vocab_size" in fv and "max_tokens_per_device" in fv
-    assert "d_model" not in fv and "keep_best_by" not in fv
+    assert "d_model" not in fv and "keep_best_by" not in fv and "alpha_grid" not in fv
     r = _resolve(["--recipe=multi30k", "--train_prefix=data/train"], training=False, needs_eval=False)
     assert r.data.corpus == "text" and r.data.eval_prefix is None  # a report needs no validation files
 
@@ -109,6 +115,8 @@ def test_kt_data_report_takes_the_data_flags_only():
     (["--bucket_boundaries=8,x"], "error: --bucket_boundaries: expected comma-separated integers"),
     (["--bucket_boundaries=16,8"], "error: --bucket_boundaries: must be positive and strictly increasing"),
     (["--shuffle_buffer=0"], "error: --shuffle_buffer: must be positive"),
+    (["--alpha_grid=0,x"], "error: --alpha_grid: expected comma-separated numbers, got '0,x'"),
+    (["--alpha_grid=0.6,-1"], "error: --alpha_grid: "),
     (["--tokenizer_sample_lines=-3"], "error: --tokenizer_sample_lines: must be positive"),
     (["--vocab_size=3"], "error: --vocab_size: must be > 4"),
     (["--num_layers=0"], "error: --num_layers: must be positive"),
