@@ -231,14 +231,14 @@ def test_the_tree_hinge_is_zero_on_a_perfect_chart_and_counts_every_span_on_a_bl
 
 def tiny_chart_recipe():
     """ptb_sample_chart at the size of recipes/tiny.py (1 layer, d_model 64; 600 pieces), reading characters,
-    with the tree hinge, without the LSTM."""
+    trained locally with the tree hinge (no CRF), without the LSTM."""
     base = recipes.get("ptb_sample_chart")
     return dataclasses.replace(
         base, name="ptb_chart_tiny",
         model=dataclasses.replace(base.model, vocab_size=600, d_model=64, d_ff=128, num_heads=2,
                                   num_encoder_layers=1, dropout=0.1, attention_dropout=0.0),
         parsing=dataclasses.replace(base.parsing, chart_hidden=32, char_filters=8, chart_hinge=1.0, chart_lstm=0,
-                                    chart_lstm_dropout=0.0),
+                                    chart_lstm_dropout=0.0, chart_crf=False, chart_mbr=0.0),
         train=dataclasses.replace(base.train, train_steps=30, checkpoint_every=15, warmup_steps=15,
                                   max_train_minutes=0, mixed_precision=False, bleu_samples=8),
         decode=dataclasses.replace(base.decode, average_checkpoints=2))
@@ -404,8 +404,8 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
     (dict(parsing=dict(chart_lstm=8, chart_lstm_dropout=1.0)), r"chart_lstm_dropout: must be in \[0, 1\), got 1.0"),
     (dict(parsing=dict(chart_lstm=0, chart_lstm_dropout=0.3)), "chart_lstm_dropout: needs chart_lstm"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
-    (dict(parsing=dict(chart_crf_local=True, chart_hinge=0.0)), "chart_crf_local: needs chart_crf"),
-    (dict(parsing=dict(chart_mbr=0.5)), "chart_mbr: needs chart_crf"),
+    (dict(parsing=dict(chart_crf=False, chart_mbr=0.0, chart_crf_local=True)), "chart_crf_local: needs chart_crf"),
+    (dict(parsing=dict(chart_crf=False, chart_mbr=0.5)), "chart_mbr: needs chart_crf"),
     (dict(parsing=dict(chart_crf=True, chart_mbr=1.0)), r"chart_mbr: must be in \[0, 1\), got 1.0"),
 ])
 def test_what_a_chart_recipe_cannot_be_is_refused(change, message):
