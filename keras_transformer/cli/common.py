@@ -91,12 +91,7 @@ def define_recipe_override_flags(training: bool = True, default: str = "tiny", f
 
 def _data_changes(flag_values) -> dict:
     changes = {name: _flag(flag_values, name) for name in DATA_FLAGS}
-    boundaries = changes.pop("bucket_boundaries")
-    if boundaries is not None:
-        try:
-            changes["bucket_boundaries"] = tuple(int(b) for b in boundaries)
-        except ValueError:
-            fail(f"--bucket_boundaries: expected comma-separated integers, got {','.join(boundaries)!r}")
+    changes["bucket_boundaries"] = _number_list(flag_values, "bucket_boundaries", int, "integers")
     if changes["target_langs"] is not None:
         changes["target_langs"] = tuple(changes["target_langs"])
     given = [name for name in _PREFIXES if changes[name] is not None]
@@ -107,15 +102,15 @@ def _data_changes(flag_values) -> dict:
     return changes
 
 
-def _alpha_grid(flag_values):
-    """--alpha_grid as a tuple of floats (None: unset), or exit naming it."""
-    grid = _flag(flag_values, "alpha_grid")
-    if grid is None:
+def _number_list(flag_values, name: str, kind, kinds: str):
+    """List flag ``name`` as a tuple of ``kind`` (None: unset), or exit naming it and what it wants (``kinds``)."""
+    values = _flag(flag_values, name)
+    if values is None:
         return None
     try:
-        return tuple(float(alpha) for alpha in grid)
+        return tuple(kind(v) for v in values)
     except ValueError:
-        fail(f"--alpha_grid: expected comma-separated numbers, got {','.join(grid)!r}")
+        fail(f"--{name}: expected comma-separated {kinds}, got {','.join(values)!r}")
 
 
 def _flag(flag_values, name: str):
@@ -145,7 +140,7 @@ def resolve_recipe(flag_values=FLAGS, needs_eval: bool = True):
                                                     if name != "num_layers" and name not in stacks})
         train = override(recipe.train, **{name: _flag(flag_values, name) for name in TRAIN_FLAGS})
         parsing = override(recipe.parsing, **{name: _flag(flag_values, name) for name in PARSING_FLAGS})
-        decode = override(recipe.decode, alpha_grid=_alpha_grid(flag_values))
+        decode = override(recipe.decode, alpha_grid=_number_list(flag_values, "alpha_grid", float, "numbers"))
         from keras_transformer.data import batching
 
         batching.bucket_shapes(data)  # refuses a budget below the longest bucket, before any work
