@@ -9,6 +9,7 @@
     kt-export --model=saved_models/multi30k_en_de --format=ctranslate2 --quantization=int8 \
         --export_dir=saved_models/multi30k_en_de_ct2_int8
     kt-export --model=runs/seed1,runs/seed2 --export_dir=saved_models/ensemble   # one SavedModel, both models
+    kt-export --model=runs/seed1,runs/seed2 --export_dir=saved_models/ensemble --alpha=0.8   # its default α
 
 --model is a training work directory or an exported SavedModel. SavedModel
 signatures: serving_default, translate_with_options, translate_ids,
@@ -75,6 +76,11 @@ flags.DEFINE_enum("stop_rule", None, list(STOP_RULES),
                   "once no unfinished hypothesis could beat the best at its maximum length, the translations of "
                   "a search that never stops early; heuristic: as if the unfinished ones ended now (Hugging Face "
                   "generate's default): fewer steps, and some translations change. Translation models only.")
+flags.DEFINE_float("alpha", None,
+                   "With --format=saved_model: the export's default α, which a request may still override (a "
+                   "translator's length penalty, a chart parser's span bonus); default: the recipe's, or for the "
+                   "average kt-pipeline evaluated the one it chose on the dev split. An ensemble's default is its "
+                   "first model's.")
 flags.DEFINE_boolean("ids_only", False, "Only the translate_ids signatures (no tensorflow-text ops in the graph).")
 decode_flags.define_ensemble_weights_flag()
 common.define_data_dir_flag()
@@ -102,7 +108,8 @@ def _check_flags() -> None:
         if FLAGS["xla_batch_sizes"].present and not FLAGS.step_compile:
             common.fail("--xla_batch_sizes: applies with --jit_compile or --step_compile only")
     if FLAGS.format == "ctranslate2":
-        for name in ("ids_only", "parallel_searches", "precision", "jit_compile", "step_compile", "stop_rule"):
+        for name in ("ids_only", "parallel_searches", "precision", "jit_compile", "step_compile", "stop_rule",
+                     "alpha"):
             if FLAGS[name].present:
                 common.fail(f"--{name}: applies to --format=saved_model only")
         from keras_transformer.engines import import_ctranslate2
@@ -114,6 +121,7 @@ def _check_flags() -> None:
         if os.path.exists(FLAGS.export_dir):
             common.fail(f"--export_dir: {FLAGS.export_dir} already exists; remove it or choose another")
     else:
+        decode_flags.check_decode_option("alpha")
         for name in ("quantization", "length_penalty"):
             if FLAGS[name].value is not None:
                 common.fail(f"--{name}: applies to --format=ctranslate2 only")
@@ -123,6 +131,12 @@ def _check_flags() -> None:
                                                      and not os.listdir(FLAGS.export_dir)):
             common.fail(f"--export_dir: {FLAGS.export_dir} exists and is not an empty directory; remove it or "
                         "choose another")
+
+
+def _with_decode_flags(recipe):
+    """``recipe`` with the decoding defaults --stop_rule and --alpha give the export (its recipe records them)."""
+    given = {name: FLAGS[name].value for name in ("stop_rule", "alpha") if FLAGS[name].value is not None}
+    return dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, **given)) if given else recipe
 
 
 def _source_info(model_arg: str, checkpoint: str) -> dict:
@@ -208,8 +222,7 @@ def main(argv):
     try:
         model, recipe, tok = artifacts.load_model(FLAGS.model, FLAGS.checkpoint, FLAGS.data_dir)
         info = _source_info(FLAGS.model, FLAGS.checkpoint)
-        if FLAGS.stop_rule:  # the export's recipe records it
-            recipe = dataclasses.replace(recipe, decode=dataclasses.replace(recipe.decode, stop_rule=FLAGS.stop_rule))
+        recipe = _with_decode_flags(recipe)
     except (ValueError, FileNotFoundError) as e:
         common.fail(str(e) if str(e).startswith("--") else f"--model: {e}")
     if FLAGS.format == "ctranslate2":
@@ -245,6 +258,7 @@ def _export_ensemble(model_args) -> None:
 
     try:
         models, recipe, tok = inference.ensemble_parts(model_args, FLAGS.checkpoint, FLAGS.data_dir)
+        recipe = _with_decode_flags(recipe)
         module = tasks.get(recipe).ensemble_module([writer.with_precision(m, FLAGS.precision) for m in models], tok,
                                                    recipe, decode_flags.ensemble_weights(),
                                                    with_text=not FLAGS.ids_only,

@@ -43,13 +43,17 @@ def test_kt_export_writes_an_ensemble_as_one_savedmodel_that_translates_as_the_e
     flags = ["--nbest=3", "--extra_length=20"]
     models = f"{trained_workdir},{trained_workdir}"
     export_dir = tmp_path / "ensemble"
-    exported = run_cli("export", f"--model={models}", f"--export_dir={export_dir}", "--ensemble_weights=1,3")
+    exported = run_cli("export", f"--model={models}", f"--export_dir={export_dir}", "--ensemble_weights=1,3",
+                       "--alpha=1.2")
     assert "an ensemble of 2 models (weights 0.25, 0.75)" in exported.stdout
     info = json.loads((export_dir / "assets" / "export.json").read_text())
     assert info["ensemble"] == {"members": 2, "weights": [0.25, 0.75]} and len(info["ensemble_of"]) == 2
-    ensemble = run_cli("translate", f"--model={models}", "--ensemble_weights=1,3", *flags, stdin=STDIN).stdout
+    assert info["decode"]["alpha"] == 1.2  # --alpha: the export's default
+    ensemble = run_cli("translate", f"--model={models}", "--ensemble_weights=1,3", "--alpha=1.2", *flags,
+                       stdin=STDIN).stdout
     assert run_cli("translate", f"--model={export_dir}", *flags, stdin=STDIN).stdout == ensemble
-    assert ensemble == run_cli("translate", f"--model={trained_workdir}", *flags, stdin=STDIN).stdout  # one model
+    assert ensemble == run_cli("translate", f"--model={trained_workdir}", "--alpha=1.2", *flags,
+                               stdin=STDIN).stdout  # one model
     with pytest.raises(ValueError, match="is an ensemble of 2 models"):
         loading.load_exported(export_dir)  # no one model to re-export or convert
 
@@ -62,6 +66,9 @@ def test_ensemble_weights_are_refused_without_an_ensemble_or_of_the_wrong_count(
             ("translate", [models, "--ensemble_weights=1,x"], "--ensemble_weights: expected numbers"),
             ("export", [models, f"--export_dir={tmp_path / 'e'}", "--jit_compile"], "--jit_compile: an ensemble"),
             ("export", [models, f"--export_dir={tmp_path / 'e'}", "--ensemble_weights=-1,1"],
-             "--ensemble_weights: one weight >= 0")):
+             "--ensemble_weights: one weight >= 0"),
+            ("export", [models, f"--export_dir={tmp_path / 'e'}", "--alpha=-1"], "--alpha: "),
+            ("export", [f"--model={trained_workdir}", f"--export_dir={tmp_path / 'c'}", "--format=ctranslate2",
+                        "--alpha=1"], "--alpha: applies to --format=saved_model only")):
         result = run_cli(tool, *args, stdin=STDIN, check=False)
         assert result.returncode == 2 and message in result.stderr, (tool, result.stderr)
