@@ -28,7 +28,7 @@ MODEL_FLAGS = ("vocab_size", "shared_vocabulary", "d_model", "d_ff", "num_heads"
                "source_token_dropout_alpha", "target_token_dropout", "norm")  # --num_layers: both stacks' N, no field
 PARSING_FLAGS = ("align_words", "word_span", "bracket_depth", "tag_loss", "chart_labels", "chart_hidden",
                  "chart_hinge", "chart_crf", "chart_crf_local", "chart_mbr", "chart_lstm", "chart_lstm_layers",
-                 "chart_lstm_dropout", "char_filters")
+                 "chart_lstm_dropout", "chart_biaffine", "char_filters")
 TRAIN_FLAGS = ("train_steps", "max_train_minutes", "min_train_steps", "warmup_steps", "learning_rate_scale",
                "cooldown", "label_smoothing", "gradient_accumulation_steps", "checkpoint_every", "keep_checkpoints",
                "bleu_samples", "keep_best_by", "keep_best", "early_stopping_patience", "init_from", "new_vocabulary",

@@ -56,6 +56,10 @@ class ParsingConfig:
     chart_lstm_dropout: float = 0.0
     """Parsing, with --chart_lstm: dropout on the last LSTM layer's outputs, before the span and tag classifiers (the
     outside parser's dropout after its BiLSTM); 0: none there (dropout is still applied before each LSTM layer)."""
+    chart_biaffine: int = 0
+    """Parsing, with --chart_labels: > 0 adds to every phrase label of a span's outermost row a bracket score, biaffine
+    over two MLPs of this width at its fenceposts (Dozat & Manning, 2017; Zhang et al., 2020, the outside parser's span
+    scorer; tasks/parsing/chart.py); 0: off."""
     char_filters: int = 0
     """Parsing, with --chart_labels: > 0 adds to each sentence piece's input a vector of its word's characters, this
     many width-3 convolution filters max-pooled over the word (Ma & Hovy, 2016), for rare words (Kitaev & Klein,
@@ -74,6 +78,8 @@ class ParsingConfig:
         _require(0.0 <= self.chart_lstm_dropout < 1.0, "chart_lstm_dropout",
                  f"must be in [0, 1), got {self.chart_lstm_dropout}")
         _require(not self.chart_lstm_dropout or self.chart_lstm, "chart_lstm_dropout", "needs chart_lstm")
+        _require(self.chart_biaffine >= 0, "chart_biaffine", f"must be >= 0, got {self.chart_biaffine}")
+        _require(not self.chart_biaffine or self.chart_labels, "chart_biaffine", "needs chart_labels")
         _require(self.char_filters >= 0, "char_filters", f"must be >= 0, got {self.char_filters}")
         _require(not self.char_filters or self.chart_labels, "char_filters", "needs chart_labels")
         _require(self.chart_hinge >= 0.0, "chart_hinge", f"must be >= 0, got {self.chart_hinge}")

@@ -313,7 +313,7 @@ def test_lstm_fenceposts_read_the_forward_state_before_and_the_backward_state_at
     backward direction reads each sentence from its own last word, not from the padding)."""
     model = lstm_chart_model()
     ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
-    p, tagged, words = model.fenceposts(ids)
+    p, tagged, words, _ = model.fenceposts(ids)
     memory = model.encode(ids)
     h = tf.concat([memory[:, :5], memory[:, :5]], axis=-1)  # one piece a word: first = last; 5 words at most
     for lstm in model.word_lstms:
@@ -328,6 +328,38 @@ def test_lstm_fenceposts_read_the_forward_state_before_and_the_backward_state_at
         np.testing.assert_allclose(p.numpy()[b, : n + 1], expected, atol=1e-5)
     alone = model.chart(ids[:1, :4]).spans.numpy()[0]  # [4, 4, CHAIN, C]
     np.testing.assert_allclose(model.chart(ids).spans.numpy()[0, :4, :4], alone, atol=1e-5)
+
+
+def test_the_biaffine_bracket_score_moves_the_outermost_rows_phrase_labels_alone():
+    """``chart_biaffine``: U starts at zeros, so the chart is the one without it from the same weights; then each
+    span's outermost phrase labels move by β(i, j) = [l_i ; 1]ᵀ U r_j over the fenceposts' [f_g ; b_g], and ∅,
+    padding and the inner rows do not; its weights are counted."""
+    plain = lstm_chart_model()
+    recipe = dataclasses.replace(tiny_chart_recipe(), parsing=dataclasses.replace(plain.parsing, chart_biaffine=6))
+    model = build_model(recipe)
+    assert sum(int(np.prod(v.shape)) for v in model.trainable_weights) == count_parameters(recipe)
+    for name in ("fencepost_ends", "span_bias", "chart_tables"):
+        getattr(model, name).assign(getattr(plain, name))
+    for mine in plain.trainable_weights:  # the bracket scorer's weights are the model's only others
+        next(theirs for theirs in model.trainable_weights if theirs.path == mine.path).assign(mine)
+    ids = tf.constant([[5, 6, 7, EOS_ID, PAD_ID, PAD_ID], [8, 9, 10, 11, 12, EOS_ID]])
+    before = plain.chart(ids).spans.numpy()
+    np.testing.assert_allclose(model.chart(ids).spans.numpy(), before, atol=1e-6)
+    u = np.random.default_rng(0).normal(size=(7, 6)).astype(np.float32)
+    model.bracket_weight.assign(u)
+    e = model.fenceposts(ids)[3].numpy()  # [2, 6, 16]
+    leaky = lambda x: np.where(x > 0, x, 0.1 * x)  # noqa: E731
+    left = np.concatenate([leaky(model.bracket_left(e).numpy()), np.ones((2, 6, 1))], axis=-1)
+    beta = np.einsum("bia,ac,bjc->bij", left, u, leaky(model.bracket_right(e).numpy()))  # [2, 6 (i), 6 (j)]
+    moved = model.chart(ids).spans.numpy() - before  # [2, 6, 6, CHAIN, C]
+    upper = np.triu(np.ones((6, 6), bool), 1)
+    np.testing.assert_allclose(moved[:, upper][:, :, 0, cky.FIRST_LABEL:],
+                               np.broadcast_to(beta[:, upper][..., None], moved[:, upper][:, :, 0, 2:].shape),
+                               atol=1e-4)
+    assert np.abs(beta[:, upper]).max() > 0.1
+    np.testing.assert_array_equal(moved[:, upper][:, :, 0, :cky.FIRST_LABEL], 0.0)
+    np.testing.assert_array_equal(moved[:, upper][:, :, 1:], 0.0)
+    np.testing.assert_array_equal(moved[:, ~upper], 0.0)
 
 
 def test_each_piece_of_a_word_reads_the_whole_words_characters():
@@ -403,6 +435,9 @@ def test_chart_crf_local_keeps_the_outermost_rows_local_loss_beside_the_crf(gene
     (dict(parsing=dict(chart_lstm=8, chart_lstm_layers=0)), "chart_lstm_layers: must be positive, got 0"),
     (dict(parsing=dict(chart_lstm=8, chart_lstm_dropout=1.0)), r"chart_lstm_dropout: must be in \[0, 1\), got 1.0"),
     (dict(parsing=dict(chart_lstm=0, chart_lstm_dropout=0.3)), "chart_lstm_dropout: needs chart_lstm"),
+    (dict(parsing=dict(chart_biaffine=-1)), "chart_biaffine: must be >= 0, got -1"),
+    (dict(parsing=dict(chart_labels=0, char_filters=0, chart_lstm=0, chart_lstm_dropout=0.0, chart_crf=False,
+                       chart_mbr=0.0, chart_biaffine=8)), "chart_biaffine: needs chart_labels"),
     (dict(parsing=dict(chart_crf=True, chart_hinge=1.0)), "chart_crf: one tree-level loss"),
     (dict(parsing=dict(chart_crf=False, chart_mbr=0.0, chart_crf_local=True)), "chart_crf_local: needs chart_crf"),
     (dict(parsing=dict(chart_crf=False, chart_mbr=0.5)), "chart_mbr: needs chart_crf"),

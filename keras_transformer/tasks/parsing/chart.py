@@ -38,6 +38,12 @@ last), read from the encoder:
     f_g = →h_{g-1} (→h_{-1} = START),  b_g = ←h_g (←h_n = STOP),  r_ij as above                    [2U]
     tag(k) over [→h_k ; ←h_k]
 
+With ``chart_biaffine`` = A each span's phrase labels (not ∅) in its outermost row also get a bracket score, biaffine
+over two MLPs of the fenceposts (Dozat & Manning, 2017; Zhang et al., 2020, the outside CRF parser's span scorer):
+
+    e_g = [f_g ; b_g],  l_g = dropout(LeakyReLU_0.1(W_l e_g + c_l)),  r_g = the same with W_r, c_r     [A] each
+    s(i, j)[label] += β(i, j) = [l_i ; 1]ᵀ U r_j       (U [A+1, A], zeros at first: the chart above unchanged)
+
 With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
 character CNN; Kitaev & Klein read characters with an LSTM): the characters of every piece of word k (up to
 CHARS_PER_PIECE each) embedded, convolved (width 3, F filters, ReLU) and max-pooled over the whole word,
@@ -218,6 +224,11 @@ class ChartParser(ParsingSection, Transformer):
         self.classifier_dropout = keras.layers.Dropout(self.config.dropout, name="classifier_dropout")
         if self.parsing.chart_lstm_dropout:  # only then: a Dropout layer's seed state is a variable of the checkpoint
             self.lstm_dropout = keras.layers.Dropout(self.parsing.chart_lstm_dropout, name="lstm_dropout")
+        if self.parsing.chart_biaffine:  # l_g, r_g and U (module docstring)
+            width = self.parsing.chart_biaffine
+            self.bracket_left = keras.layers.Dense(width, name="bracket_left")
+            self.bracket_right = keras.layers.Dense(width, name="bracket_right")
+            self.bracket_weight = self.add_weight(shape=(width + 1, width), initializer="zeros", name="bracket_weight")
         if self.parsing.char_filters:  # [V, CHARS_PER_PIECE] each piece's character ids (piece_characters)
             self.char_table = self.add_weight(shape=(vocab, CHARS_PER_PIECE), initializer="zeros", dtype="float32",
                                               trainable=False, autocast=False, name="char_table")
@@ -273,7 +284,7 @@ class ChartParser(ParsingSection, Transformer):
     def fenceposts(self, source_ids, training=None):
         """source_ids [B, S] (pieces, EOS, PAD) -> (p [B, N+1, H]: p_g = W_1 [f_g ; -b_g] at each fencepost; each
         word's vector for its tag [B, N, 2D] (its first and last pieces' encoder outputs) or [B, N, 2U] (the
-        LSTM's); words [B]), N = max n."""
+        LSTM's); words [B]; e [B, N+1, D or 2U]: e_g = [f_g ; b_g]), N = max n."""
         memory = self.encode(source_ids, training=training)  # [B, S, D]
         starts, word, ends = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
         words = tf.reduce_sum(starts, axis=1)  # [B]
@@ -301,11 +312,22 @@ class ChartParser(ParsingSection, Transformer):
         at_stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
         y = tf.where(at_stop, stop[None, None, :], tf.pad(backward, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, ·]
         p = self.span_hidden(tf.concat([x, -y], axis=-1))  # [B, N+1, H]: p_g
-        return p, tagged, words
+        return p, tagged, words, tf.concat([x, y], axis=-1)
+
+    def bracket_scores(self, e, pairs, training=None):
+        """e [B, N+1, E] (each fencepost's [f_g ; b_g]), pairs [M, 2] -> β [B, M] float32: the biaffine bracket score
+        of each span i < j (module docstring)."""
+        mlp = lambda dense: self.classifier_dropout(ops.leaky_relu(dense(e), negative_slope=0.1),  # noqa: E731
+                                                    training=training)  # [B, N+1, A]
+        left, right = mlp(self.bracket_left), mlp(self.bracket_right)
+        left = tf.concat([left, tf.ones_like(left[..., :1])], axis=-1)  # [B, N+1, A+1]
+        u = ops.cast(self.bracket_weight, left.dtype)
+        beta = tf.einsum("bia,ac,bjc->bij", left, u, right)  # [B, N+1 (i), N+1 (j)]
+        return ops.cast(tf.transpose(tf.gather_nd(tf.transpose(beta, [1, 2, 0]), pairs)), "float32")  # [B, M]
 
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
-        p, tagged, words = self.fenceposts(source_ids, training)
+        p, tagged, words, e = self.fenceposts(source_ids, training)
         batch, n1 = tf.shape(p)[0], tf.shape(p)[1]
         fence = tf.range(n1)
         # only the spans i < j are classified: the grid's other half is padding
@@ -314,6 +336,10 @@ class ChartParser(ParsingSection, Transformer):
              + ops.cast(self.span_bias, p.dtype))  # [B, M, H]
         h = self.classifier_dropout(ops.relu(self.span_norm(h)), training=training)
         rows = ops.cast(self.span_out(h), "float32")  # [B, M, 3C]
+        if self.parsing.chart_biaffine:  # β(i, j) on the outermost row's phrase labels
+            labels = tf.range(CHAIN * self.num_classes)
+            on_labels = tf.cast(labels >= FIRST_LABEL, tf.float32) * tf.cast(labels < self.num_classes, tf.float32)
+            rows = rows + self.bracket_scores(e, pairs, training)[..., None] * on_labels  # [B, M, 3C]
         grid = tf.scatter_nd(pairs, tf.transpose(rows, [1, 0, 2]), tf.stack([n1, n1, batch, tf.shape(rows)[2]]))
         spans = tf.reshape(tf.transpose(grid, [2, 0, 1, 3]), [batch, n1, n1, CHAIN, self.num_classes])  # 0 at i >= j
         t = self.tag_hidden(tagged)  # [B, N, H]
@@ -373,7 +399,7 @@ class ChartParser(ParsingSection, Transformer):
     def extra_parameters(cls, recipe: Recipe) -> int:
         """START and STOP, W_1 and c_1, the span LayerNorm, W_2 and c_2; the tag classifier's three layers; with
         ``chart_lstm`` U the LSTM's layers; with ``char_filters`` F the character embeddings, the convolution and
-        W_c, b_c."""
+        W_c, b_c; with ``chart_biaffine`` A the bracket scorer's two MLPs and U."""
         d, hidden, classes = recipe.model.d_model, recipe.parsing.chart_hidden, recipe.parsing.chart_labels + 2
         u = recipe.parsing.chart_lstm
         width, fencepost, word = (u, 2 * u, 2 * u) if u else (d, d, 2 * d)  # START/STOP, [f_g ; -b_g], a tag's input
@@ -383,7 +409,9 @@ class ChartParser(ParsingSection, Transformer):
         tag = (word + 1) * hidden + 2 * hidden + (hidden + 1) * classes
         f = recipe.parsing.char_filters
         chars = CHAR_ROWS * CHAR_EMBEDDING + (CHAR_WIDTH * CHAR_EMBEDDING + 1) * f + (f + 1) * d if f else 0
-        return span + tag + lstm + chars
+        a = recipe.parsing.chart_biaffine
+        bracket = 2 * (fencepost + 1) * a + (a + 1) * a  # W_l, c_l, W_r, c_r and U
+        return span + tag + lstm + chars + bracket
 
 
 def chart_texts(classes: ChartClasses) -> Tuple[List[str], List[str]]:
