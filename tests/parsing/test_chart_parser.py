@@ -463,12 +463,13 @@ def test_a_tokenizer_with_more_labels_than_room_is_refused(generated_splits):
 def test_a_chart_parser_trains_exports_and_parses(tmp_path, generated_splits):
     """kt-pipeline end to end: dev F1 at each checkpoint, the export's trees those of the work directory and of an
     ensemble of it with itself, every tree one tree over the sentence's words, and the tools that read a parser;
-    with the LSTM's fenceposts (the SavedModel holds its loop), trained as a tree CRF and decoded by its marginals
-    (the SavedModel holds the inside algorithm's gradient)."""
+    with the LSTM's fenceposts (the SavedModel holds its loop) and the biaffine bracket score, trained as a tree CRF
+    and decoded by its marginals (the SavedModel holds the inside algorithm's gradient)."""
     recipe = tiny_chart_recipe()
     recipe_file = tmp_path / "ptb_chart_tiny.json"
     recipe_file.write_text(dataclasses.replace(recipe, parsing=dataclasses.replace(
-        recipe.parsing, chart_lstm=8, chart_lstm_layers=1, chart_hinge=0.0, chart_crf=True, chart_mbr=0.5)).to_json())
+        recipe.parsing, chart_lstm=8, chart_lstm_layers=1, chart_hinge=0.0, chart_crf=True, chart_mbr=0.5,
+        chart_biaffine=8)).to_json())
     run_cli("pipeline", f"--recipe={recipe_file}", f"--workdir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'export'}", "--eval_sentences=16", timeout=600)
     metadata = json.loads((tmp_path / "export" / "metadata.json").read_text())
