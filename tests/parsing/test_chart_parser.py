@@ -346,11 +346,11 @@ def test_the_biaffine_bracket_score_moves_the_outermost_rows_phrase_labels_alone
     before = plain.chart(ids).spans.numpy()
     np.testing.assert_allclose(model.chart(ids).spans.numpy(), before, atol=1e-6)
     u = np.random.default_rng(0).normal(size=(7, 6)).astype(np.float32)
-    model.bracket_weight.assign(u)
+    model.bracket.weight.assign(u)
     e = model.fenceposts(ids)[3].numpy()  # [2, 6, 16]
     leaky = lambda x: np.where(x > 0, x, 0.1 * x)  # noqa: E731
-    left = np.concatenate([leaky(model.bracket_left(e).numpy()), np.ones((2, 6, 1))], axis=-1)
-    beta = np.einsum("bia,ac,bjc->bij", left, u, leaky(model.bracket_right(e).numpy()))  # [2, 6 (i), 6 (j)]
+    left = np.concatenate([leaky(model.bracket.left(e).numpy()), np.ones((2, 6, 1))], axis=-1)
+    beta = np.einsum("bia,ac,bjc->bij", left, u, leaky(model.bracket.right(e).numpy()))  # [2, 6 (i), 6 (j)]
     moved = model.chart(ids).spans.numpy() - before  # [2, 6, 6, CHAIN, C]
     upper = np.triu(np.ones((6, 6), bool), 1)
     np.testing.assert_allclose(moved[:, upper][:, :, 0, cky.FIRST_LABEL:],

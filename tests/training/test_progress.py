@@ -74,7 +74,7 @@ def test_a_run_opens_with_a_few_summary_lines_of_its_recipe():
     assert len(lines) == 4  # the precision a run trains under comes first, from the hardware (precision.py)
     # a task's model counts what its class adds: the chart parser's LSTM, classifiers and characters
     chart = progress.recipe_summary(recipes.get("ptb_sample_chart"), "recipe.json")[1]
-    assert chart.startswith("  model: 7.7M parameters, 4+0 layers")
+    assert chart.startswith("  model: 11.5M parameters, 4+0 layers")
 
 
 def test_without_a_budget_the_steps_are_the_recipes_and_a_terminal_line_is_rewritten(monkeypatch):

@@ -38,11 +38,8 @@ last), read from the encoder:
     f_g = →h_{g-1} (→h_{-1} = START),  b_g = ←h_g (←h_n = STOP),  r_ij as above                    [2U]
     tag(k) over [→h_k ; ←h_k]
 
-With ``chart_biaffine`` = A each span's phrase labels (not ∅) in its outermost row also get a bracket score, biaffine
-over two MLPs of the fenceposts (Dozat & Manning, 2017; Zhang et al., 2020, the outside CRF parser's span scorer):
-
-    e_g = [f_g ; b_g],  l_g = dropout(LeakyReLU_0.1(W_l e_g + c_l)),  r_g = the same with W_r, c_r     [A] each
-    s(i, j)[label] += β(i, j) = [l_i ; 1]ᵀ U r_j       (U [A+1, A], zeros at first: the chart above unchanged)
+With ``chart_biaffine`` = A each span's phrase labels (not ∅) in its outermost row also get β(i, j), a biaffine
+bracket score over the fenceposts' e_g = [f_g ; b_g] (``biaffine.py``; the outside CRF parser's span scorer).
 
 With ``char_filters`` = F each sentence piece's input embedding also gets its word's characters (Ma & Hovy, 2016's
 character CNN; Kitaev & Klein read characters with an LSTM): the characters of every piece of word k (up to
@@ -71,7 +68,7 @@ from keras_transformer import losses
 from keras_transformer.config import ParsingConfig, Recipe
 from keras_transformer.layers import masks
 from keras_transformer.model import Transformer
-from keras_transformer.tasks.parsing import cky
+from keras_transformer.tasks.parsing import biaffine, cky
 from keras_transformer.tasks.parsing.cky import EMPTY, FIRST_LABEL, PADDING
 from keras_transformer.tasks.parsing.constraint import CLOSE, OPEN, SLOT, TreeTokens
 from keras_transformer.tasks.parsing.model import ParsingSection, at_words, word_pieces
@@ -224,11 +221,8 @@ class ChartParser(ParsingSection, Transformer):
         self.classifier_dropout = keras.layers.Dropout(self.config.dropout, name="classifier_dropout")
         if self.parsing.chart_lstm_dropout:  # only then: a Dropout layer's seed state is a variable of the checkpoint
             self.lstm_dropout = keras.layers.Dropout(self.parsing.chart_lstm_dropout, name="lstm_dropout")
-        if self.parsing.chart_biaffine:  # l_g, r_g and U (module docstring)
-            width = self.parsing.chart_biaffine
-            self.bracket_left = keras.layers.Dense(width, name="bracket_left")
-            self.bracket_right = keras.layers.Dense(width, name="bracket_right")
-            self.bracket_weight = self.add_weight(shape=(width + 1, width), initializer="zeros", name="bracket_weight")
+        if self.parsing.chart_biaffine:
+            self.bracket = biaffine.BiaffineBracket(self.parsing.chart_biaffine, self.config.dropout, name="bracket")
         if self.parsing.char_filters:  # [V, CHARS_PER_PIECE] each piece's character ids (piece_characters)
             self.char_table = self.add_weight(shape=(vocab, CHARS_PER_PIECE), initializer="zeros", dtype="float32",
                                               trainable=False, autocast=False, name="char_table")
@@ -314,17 +308,6 @@ class ChartParser(ParsingSection, Transformer):
         p = self.span_hidden(tf.concat([x, -y], axis=-1))  # [B, N+1, H]: p_g
         return p, tagged, words, tf.concat([x, y], axis=-1)
 
-    def bracket_scores(self, e, pairs, training=None):
-        """e [B, N+1, E] (each fencepost's [f_g ; b_g]), pairs [M, 2] -> β [B, M] float32: the biaffine bracket score
-        of each span i < j (module docstring)."""
-        mlp = lambda dense: self.classifier_dropout(ops.leaky_relu(dense(e), negative_slope=0.1),  # noqa: E731
-                                                    training=training)  # [B, N+1, A]
-        left, right = mlp(self.bracket_left), mlp(self.bracket_right)
-        left = tf.concat([left, tf.ones_like(left[..., :1])], axis=-1)  # [B, N+1, A+1]
-        u = ops.cast(self.bracket_weight, left.dtype)
-        beta = tf.einsum("bia,ac,bjc->bij", left, u, right)  # [B, N+1 (i), N+1 (j)]
-        return ops.cast(tf.transpose(tf.gather_nd(tf.transpose(beta, [1, 2, 0]), pairs)), "float32")  # [B, M]
-
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
         p, tagged, words, e = self.fenceposts(source_ids, training)
@@ -336,10 +319,9 @@ class ChartParser(ParsingSection, Transformer):
              + ops.cast(self.span_bias, p.dtype))  # [B, M, H]
         h = self.classifier_dropout(ops.relu(self.span_norm(h)), training=training)
         rows = ops.cast(self.span_out(h), "float32")  # [B, M, 3C]
-        if self.parsing.chart_biaffine:  # β(i, j) on the outermost row's phrase labels
-            labels = tf.range(CHAIN * self.num_classes)
-            on_labels = tf.cast(labels >= FIRST_LABEL, tf.float32) * tf.cast(labels < self.num_classes, tf.float32)
-            rows = rows + self.bracket_scores(e, pairs, training)[..., None] * on_labels  # [B, M, 3C]
+        if self.parsing.chart_biaffine:  # β(i, j) on the outermost row's phrase labels: classes 2..C-1 of the 3C
+            on_labels = tf.reduce_sum(tf.one_hot(tf.range(FIRST_LABEL, self.num_classes), CHAIN * self.num_classes), 0)
+            rows = rows + self.bracket(e, pairs, training=training)[..., None] * on_labels  # [B, M, 3C]
         grid = tf.scatter_nd(pairs, tf.transpose(rows, [1, 0, 2]), tf.stack([n1, n1, batch, tf.shape(rows)[2]]))
         spans = tf.reshape(tf.transpose(grid, [2, 0, 1, 3]), [batch, n1, n1, CHAIN, self.num_classes])  # 0 at i >= j
         t = self.tag_hidden(tagged)  # [B, N, H]
@@ -409,9 +391,7 @@ class ChartParser(ParsingSection, Transformer):
         tag = (word + 1) * hidden + 2 * hidden + (hidden + 1) * classes
         f = recipe.parsing.char_filters
         chars = CHAR_ROWS * CHAR_EMBEDDING + (CHAR_WIDTH * CHAR_EMBEDDING + 1) * f + (f + 1) * d if f else 0
-        a = recipe.parsing.chart_biaffine
-        bracket = 2 * (fencepost + 1) * a + (a + 1) * a  # W_l, c_l, W_r, c_r and U
-        return span + tag + lstm + chars + bracket
+        return span + tag + lstm + chars + biaffine.parameters(fencepost, recipe.parsing.chart_biaffine)
 
 
 def chart_texts(classes: ChartClasses) -> Tuple[List[str], List[str]]:
