@@ -278,7 +278,7 @@ class ChartParser(ParsingSection, Transformer):
     def fenceposts(self, source_ids, training=None):
         """source_ids [B, S] (pieces, EOS, PAD) -> (p [B, N+1, H]: p_g = W_1 [f_g ; -b_g] at each fencepost; each
         word's vector for its tag [B, N, 2D] (its first and last pieces' encoder outputs) or [B, N, 2U] (the
-        LSTM's); words [B]; e [B, N+1, D or 2U]: e_g = [f_g ; b_g]), N = max n."""
+        LSTM's); words [B]; e [B, N+1, D or 2U]: e_g = [f_g ; b_g], with ``chart_biaffine`` alone), N = max n."""
         memory = self.encode(source_ids, training=training)  # [B, S, D]
         starts, word, ends = word_pieces(source_ids, tf.gather(self._table(_WORD_START), source_ids))
         words = tf.reduce_sum(starts, axis=1)  # [B]
@@ -306,7 +306,7 @@ class ChartParser(ParsingSection, Transformer):
         at_stop = tf.equal(fence[None, :], words[:, None])[..., None]  # [B, N+1, 1]: fencepost n reads STOP
         y = tf.where(at_stop, stop[None, None, :], tf.pad(backward, [[0, 0], [0, 1], [0, 0]]))  # [B, N+1, ·]
         p = self.span_hidden(tf.concat([x, -y], axis=-1))  # [B, N+1, H]: p_g
-        return p, tagged, words, tf.concat([x, y], axis=-1)
+        return p, tagged, words, tf.concat([x, y], axis=-1) if self.parsing.chart_biaffine else None
 
     def chart(self, source_ids, training=None) -> Chart:
         """source_ids [B, S] (pieces, EOS, PAD) -> the span and tag logits over the N = max n words."""
